@@ -1,0 +1,117 @@
+"""The device protocol the verification chain is written over, and a registry of backends."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Times of one function, in milliseconds. ``representative`` is False where times say nothing about a GPU."""
+
+    median_ms: float
+    min_ms: float
+    samples: int
+    representative: bool = True
+    samples_ms: tuple[float, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float], *, representative: bool = True) -> Timing:
+        return cls(median_ms=statistics.median(samples_ms), min_ms=min(samples_ms), samples=len(samples_ms),
+                   representative=representative, samples_ms=tuple(samples_ms))
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A device the chain can run and time kernels on.
+
+    ``arch`` is the knowledge-base key of the target (``nvidia-sm90``, ``intel-xe2``...). Nothing here assumes
+    CUDA: the chain only calls these members.
+    """
+
+    name: str
+
+    def available(self) -> tuple[bool, str]: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def arch(self) -> str: ...
+
+    @property
+    def properties(self) -> dict[str, Any]: ...
+
+    def child_env(self) -> dict[str, str]:
+        """Environment variables the evaluation process needs before it imports Triton."""
+        ...
+
+    def synchronize(self) -> None: ...
+
+    def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 1000.0) -> dict[str, Timing]:
+        """Time several functions in one process, interleaved, so drift hits all of them alike."""
+        ...
+
+
+def host_time_interleaved(fns: dict[str, Callable[[], Any]], *, sync: Callable[[], None], flush: Callable[[], None],
+                          budget_ms: float, representative: bool, max_reps: int = 200,
+                          min_reps: int = 5) -> dict[str, Timing]:
+    """Wall-clock interleaved timing for devices without events (the interpreter)."""
+    for fn in fns.values():  # warm-up: compilation and first-touch stay out of the numbers
+        fn()
+    sync()
+    start = time.perf_counter()
+    for fn in fns.values():
+        fn()
+    sync()
+    per_round_ms = max((time.perf_counter() - start) * 1e3, 1e-3)
+    reps = int(min(max_reps, max(min_reps, budget_ms / per_round_ms)))
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):
+        for key, fn in fns.items():
+            flush()
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            samples[key].append((time.perf_counter() - t0) * 1e3)
+    return {k: Timing.from_samples(v, representative=representative) for k, v in samples.items()}
+
+
+_REGISTRY: dict[str, Callable[..., Backend]] = {}
+
+
+def register(name: str) -> Callable[[Callable[..., Backend]], Callable[..., Backend]]:
+    def deco(factory: Callable[..., Backend]) -> Callable[..., Backend]:
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def backend_names() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def _load_builtin() -> None:
+    from evoforge.backends import cuda, interpreter, replay, xpu  # noqa: F401  (registration side effect)
+
+
+def get_backend(name: str = "auto", **options: Any) -> Backend:
+    """A backend by name; ``auto`` picks the first available of cuda, xpu, interpreter."""
+    from evoforge.core import UsageError
+
+    _load_builtin()
+    if name == "auto":
+        for candidate in ("cuda", "xpu", "interpreter"):
+            backend = _REGISTRY[candidate](**options)
+            if backend.available()[0]:
+                return backend
+    if name not in _REGISTRY:
+        raise UsageError(f"--backend {name}: unknown backend (choose from auto, {', '.join(sorted(_REGISTRY))})")
+    return _REGISTRY[name](**options)

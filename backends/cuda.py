@@ -1,0 +1,104 @@
+"""NVIDIA GPUs through torch.cuda and Triton: event timing with the L2 flushed between runs."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from evoforge.backends.base import Timing, register
+
+_ARCH_BY_CAPABILITY = {(8, 0): "nvidia-sm80", (8, 6): "nvidia-sm80", (8, 9): "nvidia-sm89", (9, 0): "nvidia-sm90"}
+
+
+def arch_for_capability(major: int, minor: int) -> str:
+    if (major, minor) in _ARCH_BY_CAPABILITY:
+        return _ARCH_BY_CAPABILITY[(major, minor)]
+    return f"nvidia-sm{major}{minor}"
+
+
+@register("cuda")
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self, *, device_index: int = 0, arch: str | None = None, **_: Any) -> None:
+        self.device_index = device_index
+        self._arch = arch
+        self._flush_buffer = None
+
+    def available(self) -> tuple[bool, str]:
+        import torch
+
+        if not torch.cuda.is_available():
+            return False, "torch.cuda.is_available() is False (no NVIDIA GPU or a CPU build of torch)"
+        return True, f"{torch.cuda.device_count()} CUDA device(s): {torch.cuda.get_device_name(self.device_index)}"
+
+    @property
+    def device(self) -> str:
+        return f"cuda:{self.device_index}"
+
+    @property
+    def arch(self) -> str:
+        if self._arch:
+            return self._arch
+        import torch
+
+        return arch_for_capability(*torch.cuda.get_device_capability(self.device_index))
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        import torch
+
+        p = torch.cuda.get_device_properties(self.device_index)
+        return {"name": p.name, "sm_count": p.multi_processor_count, "total_memory_bytes": p.total_memory,
+                "capability": f"{p.major}.{p.minor}", "l2_bytes": getattr(p, "L2_cache_size", None)}
+
+    def child_env(self) -> dict[str, str]:
+        return {}
+
+    def synchronize(self) -> None:
+        import torch
+
+        torch.cuda.synchronize(self.device_index)
+
+    def _flush(self) -> None:
+        import torch
+
+        if self._flush_buffer is None:  # larger than any L2 (H200: 60 MB)
+            self._flush_buffer = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=self.device)
+        self._flush_buffer.zero_()
+
+    def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 1000.0,
+                         max_reps: int = 500, min_reps: int = 10) -> dict[str, Timing]:
+        import torch
+
+        for fn in fns.values():
+            fn()
+        self.synchronize()
+        # Estimate one round to size the repeats to the budget (as do_bench does).
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(3):
+            for fn in fns.values():
+                self._flush()
+                fn()
+        end.record()
+        self.synchronize()
+        per_round_ms = max(start.elapsed_time(end) / 3, 1e-3)
+        reps = int(min(max_reps, max(min_reps, budget_ms / per_round_ms)))
+        events = {k: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for _ in range(reps)] for k in fns}
+        for i in range(reps):
+            for key, fn in fns.items():
+                self._flush()
+                s, e = events[key][i]
+                s.record()
+                fn()
+                e.record()
+        self.synchronize()
+        out = {}
+        for key, pairs in events.items():
+            samples = [s.elapsed_time(e) for s, e in pairs]
+            out[key] = Timing(median_ms=statistics.median(samples), min_ms=min(samples), samples=len(samples),
+                              representative=True, samples_ms=tuple(samples))
+        return out

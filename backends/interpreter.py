@@ -1,0 +1,45 @@
+"""The CPU Triton interpreter (``TRITON_INTERPRET=1``): exact semantics, times that mean nothing for a GPU."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable
+from typing import Any
+
+from evoforge.backends.base import Timing, host_time_interleaved, register
+
+
+@register("interpreter")
+class InterpreterBackend:
+    name = "interpreter"
+
+    def __init__(self, *, arch: str | None = None, **_: Any) -> None:
+        # The interpreter runs anywhere; the rules it is held to are those of the GPU it stands in for.
+        self._arch = arch or "nvidia-sm90"
+
+    def available(self) -> tuple[bool, str]:
+        return True, "runs Triton kernels on the CPU with TRITON_INTERPRET=1"
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    @property
+    def arch(self) -> str:
+        return self._arch
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return {"name": f"Triton interpreter on {platform.processor() or platform.machine()}",
+                "cpu_count": os.cpu_count()}
+
+    def child_env(self) -> dict[str, str]:
+        return {"TRITON_INTERPRET": "1"}
+
+    def synchronize(self) -> None:
+        pass
+
+    def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 300.0) -> dict[str, Timing]:
+        return host_time_interleaved(fns, sync=self.synchronize, flush=lambda: None, budget_ms=budget_ms,
+                                     representative=False, max_reps=20, min_reps=3)

@@ -1,0 +1,170 @@
+"""The shared vocabulary: Candidate, EvalStatus, EvalResult.
+
+Everything that crosses a process or machine boundary (a Ray actor, the sandbox child, the Optuna record)
+is one of these, turned into plain JSON-able dicts by ``to_dict``/``from_dict``.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+
+class EvalStatus(enum.StrEnum):
+    """How a candidate ended. Exactly one per evaluation; only ``OK`` carries a fitness."""
+
+    OK = "ok"
+    INVALID = "invalid"  # breaks a hard rule of the target hardware; never compiled
+    REJECTED = "rejected"  # static or runtime anti-cheat
+    COMPILE_ERROR = "compile_error"  # syntax, import or JIT error
+    RUNTIME_ERROR = "runtime_error"  # raised while running
+    INCORRECT = "incorrect"  # ran, but does not compute the reference's function
+    TIMEOUT = "timeout"  # killed past its time limit
+    CRASHED = "crashed"  # the process died (segfault, abort, OOM kill)
+
+    @property
+    def is_failure(self) -> bool:
+        return self is not EvalStatus.OK
+
+
+class UsageError(Exception):
+    """A mistake the user can fix (bad file, flag or config). The CLI prints it as one line, exit code 2."""
+
+
+def _literal_assignment(tree: ast.Module, name: str) -> Any:
+    for node in tree.body:
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id == name:
+                try:
+                    return ast.literal_eval(node.value)
+                except ValueError:
+                    return None
+    return None
+
+
+def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """Read the module-level ``SPACE`` and ``PARAMS`` literals of a candidate source.
+
+    Returns empty dicts when the source does not parse or declares nothing: the static check reports parse
+    errors, this function only reads what is there.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}, {}
+    space = _literal_assignment(tree, "SPACE")
+    params = _literal_assignment(tree, "PARAMS")
+    space = {str(k): list(v) for k, v in space.items()} if isinstance(space, dict) else {}
+    params = dict(params) if isinstance(params, dict) else {}
+    return space, params
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One individual: a structure (the source) and the values of its tunable parameters.
+
+    ``params`` are injected into the module's ``PARAMS`` dict before ``ModelNew`` is built, so Optuna tunes
+    values while mutators change the source.
+    """
+
+    source: str
+    task: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    space: dict[str, list[Any]] = field(default_factory=dict)
+    parents: tuple[str, ...] = ()
+    operator: str = "seed"
+    stage: str = ""
+    language: str = "triton"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_source(cls, source: str, **kwargs: Any) -> Candidate:
+        """Build a candidate whose space and default params are the ones the source declares."""
+        space, defaults = declared_space(source)
+        params = {**defaults, **kwargs.pop("params", {})}
+        kwargs.setdefault("space", space)
+        return cls(source=source, params=params, **kwargs)
+
+    @property
+    def structure_id(self) -> str:
+        """Identity of the structure alone: children that only retune parameters share it."""
+        return source_hash(self.source)
+
+    @property
+    def id(self) -> str:
+        params = json.dumps(self.params, sort_keys=True, default=str)
+        return hashlib.sha256((self.source + "\0" + params).encode()).hexdigest()[:16]
+
+    def with_params(self, params: dict[str, Any], **changes: Any) -> Candidate:
+        return replace(self, params={**self.params, **params}, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["parents"] = list(self.parents)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Candidate:
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
+        d["parents"] = tuple(d.get("parents", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What the verification chain says about one candidate. A failure is a status with a message."""
+
+    status: EvalStatus
+    message: str = ""
+    runtime_ms: float | None = None
+    ref_ms: float | None = None
+    speedup: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    criterion: str = ""  # which correctness criterion decided
+    pct_of_floor: float | None = None
+    floor_ms: float | None = None
+    below_floor: bool = False
+    timing_representative: bool = True
+    backend: str = ""
+    arch: str = ""
+    device_name: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    compile_s: float | None = None
+    eval_s: float | None = None
+    cached: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is EvalStatus.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = str(self.status)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalResult:
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
+        d["status"] = EvalStatus(d["status"])
+        return cls(**d)
+
+    @classmethod
+    def failure(cls, status: EvalStatus, message: str, **kwargs: Any) -> EvalResult:
+        return cls(status=status, message=message, **kwargs)

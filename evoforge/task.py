@@ -1,0 +1,195 @@
+"""KernelBench-format tasks: a module with ``Model``, ``get_inputs`` and ``get_init_inputs``.
+
+A ``Task`` is a plain, picklable description (path, constant overrides, extra correctness shapes). The module
+itself is executed only where it is used: in the evaluation process, by ``load_task_module``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import re
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evoforge.core import UsageError
+
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+
+
+def default_kernelbench_dir() -> Path:
+    """Where KernelBench levels live: ``$EVOFORGE_KERNELBENCH``, else ``../shared/kernelbench`` beside the repo."""
+    env = os.environ.get("EVOFORGE_KERNELBENCH")
+    if env:
+        return Path(env)
+    repo = Path(__file__).resolve().parent.parent
+    for candidate in (repo.parent / "shared" / "kernelbench", repo / "shared" / "kernelbench"):
+        if candidate.is_dir():
+            return candidate
+    return repo.parent / "shared" / "kernelbench"
+
+
+_SHORT = re.compile(r"^(?:kb:)?(?:level|L)(\d)[/:](\d+)$", re.IGNORECASE)
+
+
+def resolve_task_path(spec: str, *, base_dir: Path | None = None) -> Path:
+    """Turn a task spec into a file: a path, or ``L1/23`` / ``level1/23`` for KernelBench problem 23 of level 1."""
+    m = _SHORT.match(spec.strip())
+    if m:
+        level, number = m.groups()
+        root = default_kernelbench_dir() / f"level{level}"
+        matches = sorted(root.glob(f"{number}_*.py"))
+        if not matches:
+            raise UsageError(f"task {spec}: no file {root}/{number}_*.py (set EVOFORGE_KERNELBENCH to the kernelbench folder)")
+        return matches[0]
+    path = Path(spec)
+    if not path.is_absolute() and base_dir is not None and not path.exists():
+        path = base_dir / path
+    if not path.exists():
+        kb = default_kernelbench_dir() / spec
+        if kb.exists():
+            return kb
+        raise UsageError(f"task {spec}: file not found (give a path to a KernelBench-format .py file, or L1/23)")
+    return path
+
+
+def parse_assignments(text: str, *, flag: str) -> dict[str, Any]:
+    """Parse ``k=v,k=v`` (values are Python literals, else strings)."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise UsageError(f"{flag} {text!r}: expected NAME=VALUE, got {part!r}")
+        key, value = (s.strip() for s in part.split("=", 1))
+        if not key.isidentifier():
+            raise UsageError(f"{flag} {text!r}: {key!r} is not a Python name")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def parse_shapes(text: str | None) -> list[dict[str, Any]]:
+    """``"batch_size=16,dim=1000;batch_size=3,dim=777"`` -> two override dicts."""
+    if not text:
+        return []
+    return [parse_assignments(s, flag="--shapes") for s in text.split(";") if s.strip()]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A reference to compute, at one main shape plus extra correctness shapes."""
+
+    path: str
+    name: str = ""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    shapes: tuple[dict[str, Any], ...] = ()
+    allow_ops: tuple[str, ...] = ()
+    floor_passes: float = 1.0  # passes over memory the algorithm needs (softmax on long rows: 3)
+
+    @classmethod
+    def load(
+        cls,
+        spec: str,
+        *,
+        overrides: dict[str, Any] | None = None,
+        shapes: list[dict[str, Any]] | None = None,
+        allow_ops: list[str] | None = None,
+        floor_passes: float | None = None,
+        base_dir: Path | None = None,
+    ) -> Task:
+        """Resolve and check a task file without executing it; every problem is one UsageError line."""
+        path = resolve_task_path(spec, base_dir=base_dir).resolve()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"task {path}: cannot read ({e.__class__.__name__}: {e})") from None
+        try:
+            tree = ast.parse(text, filename=str(path))
+        except SyntaxError as e:
+            raise UsageError(f"task {path}: syntax error at line {e.lineno}: {e.msg}") from None
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        missing = [r for r in REQUIRED if r not in defined]
+        if missing:
+            raise UsageError(f"task {path}: missing {', '.join(missing)} (a KernelBench task defines Model, get_inputs, get_init_inputs)")
+        constants = module_constants(tree)
+        for shape in [overrides or {}, *(shapes or [])]:
+            unknown = sorted(set(shape) - set(constants))
+            if unknown:
+                raise UsageError(
+                    f"task {path}: no module constant {', '.join(unknown)} to set "
+                    f"(it has: {', '.join(sorted(constants)) or 'none'})"
+                )
+        declared_allow = constants.get("EVOFORGE_ALLOW_OPS") or ()
+        passes = floor_passes if floor_passes is not None else constants.get("EVOFORGE_FLOOR_PASSES", 1.0)
+        return cls(
+            path=str(path),
+            name=task_name(path),
+            overrides=dict(overrides or {}),
+            shapes=tuple(dict(s) for s in shapes or ()),
+            allow_ops=tuple(declared_allow) + tuple(allow_ops or ()),
+            floor_passes=float(passes),
+        )
+
+    @property
+    def source(self) -> str:
+        return Path(self.path).read_text()
+
+    def key(self) -> dict[str, Any]:
+        """Everything about the task that changes an evaluation's result (for the result cache)."""
+        return {"source": self.source, "overrides": self.overrides, "shapes": list(self.shapes),
+                "allow_ops": list(self.allow_ops)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name, "overrides": self.overrides, "shapes": list(self.shapes),
+                "allow_ops": list(self.allow_ops), "floor_passes": self.floor_passes}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Task:
+        return cls(path=d["path"], name=d.get("name", ""), overrides=dict(d.get("overrides", {})),
+                   shapes=tuple(d.get("shapes", ())), allow_ops=tuple(d.get("allow_ops", ())),
+                   floor_passes=float(d.get("floor_passes", 1.0)))
+
+
+def task_name(path: Path) -> str:
+    """``level1/23_Softmax`` for KernelBench files, else the file stem."""
+    parent = path.parent.name
+    return f"{parent}/{path.stem}" if re.fullmatch(r"level\d", parent) else path.stem
+
+
+def module_constants(tree: ast.Module) -> dict[str, Any]:
+    """Module-level ``NAME = <literal>`` assignments (the shape constants a task exposes)."""
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except (ValueError, SyntaxError):
+                out[node.targets[0].id] = None
+    return out
+
+
+def load_task_module(task: Task, shape: dict[str, Any] | None = None) -> types.ModuleType:
+    """Execute the task file as a fresh module (not registered in ``sys.modules``) with constants set."""
+    return exec_module_file(task.path, f"evoforge_task_{abs(hash(task.path))}", {**task.overrides, **(shape or {})})
+
+
+def exec_module_file(path: str, module_name: str, constants: dict[str, Any] | None = None) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    # Triton's JIT reads the function's source through linecache/inspect; it needs the module registered
+    # while it executes. Registered under a unique name and removed afterwards so nothing leaks.
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(module_name, None)
+    for key, value in (constants or {}).items():
+        setattr(module, key, value)
+    return module
