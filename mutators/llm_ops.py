@@ -1,0 +1,789 @@
+"""LLM mutation operators and the prompts they send.
+
+Four operators, each a ``Mutator`` (``propose(parents, context) -> Candidate``):
+
+- ``LLMStageRewrite``: one of the nine Xe-Forge stages (algorithmic ... autotuning) applied to a kernel; which
+  stage is worth running comes from ``knowledge.analyze`` or an LLM analysis call.
+- ``LLMRepair``: CuTeGen's debug step: the failed parent's exact error goes back with the instruction to patch
+  that fault only, as SEARCH/REPLACE blocks; at most ``max_attempts`` repairs in a row per lineage.
+- ``LLMOptimize``: make a correct kernel faster; performance figures enter the prompt only once the lineage
+  has been correct for ``feedback_after`` steps (CuTeGen's delayed feedback: numbers shown too early pull the
+  model into re-tuning a structure that is not settled yet).
+- ``LLMCrossover``: two correct parents, one kernel keeping the strength of each.
+
+A reply that cannot be read or applied raises ``LLMReplyError`` (a ``MutationError``): the campaign records an
+``invalid`` child with that reason, and the error carries the prompt, the reply and the tokens spent. An
+endpoint that fails (``LLMError``: unreachable, breaker open, budget spent) is not the child's fault and is not
+turned into a MutationError: the campaign falls back to non-LLM operators.
+
+Prompts are files in ``prompts/`` (``string.Template``: ``$name``), filled by ``PromptBuilder`` from the task's
+reference, the parent, the stage guidance, hardware facts and hard rules of the knowledge base (imported
+lazily; without it, or with ``context.knowledge_enabled`` False, those parts are empty), inspirations
+(``context.top``) and feedback. ``preview(operator, parent, context)`` shows what would be sent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import random
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from evoforge.mutators.base import MutationContext, MutationError
+from evoforge.mutators.llm_client import Completion, LLMClient, Message
+from evoforge.mutators.patch import Reply, ReplyError, parse_reply
+
+from evoforge.core import Candidate, EvalResult, EvalStatus
+
+log = logging.getLogger("evoforge.mutators.llm")
+
+PROMPTS_DIR = Path(__file__).with_name("prompts")
+
+#: The nine stages, in the order a kernel usually goes through them, with a one-line purpose used when the
+#: knowledge base (which holds the full guidance) is missing or turned off.
+STAGES: dict[str, str] = {
+    "algorithmic": "Change the algorithm: a cheaper formulation of the same function (fewer passes, less work).",
+    "discovery": "Find where the time goes and which resource (memory bandwidth, compute, launches) limits it.",
+    "dtype_fix": "Use the right data types: low-precision loads and tensor-core inputs, fp32 accumulation.",
+    "fusion": "Fuse consecutive operations into one kernel so intermediates never travel through global memory.",
+    "memory_access": "Make loads and stores coalesced and vectorized; reuse data from registers/shared memory.",
+    "block_pointers": "Address tiles with block pointers or tensor descriptors (what this Triton version offers).",
+    "persistent_kernel": "Launch one program per SM/Xe-core that loops over tiles, to cut launch and tail cost.",
+    "device_specific": "Use what the target device offers: warp specialization, TMA, large GRF mode, sub-groups.",
+    "autotuning": "Expose the launch and tiling parameters in SPACE with good ranges for the tuner.",
+}
+
+
+# -- knowledge base, read lazily ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StageInfo:
+    name: str
+    purpose: str = ""
+    guidance: str = ""
+    triggers: tuple[str, ...] = ()
+
+
+def _field(obj: Any, *names: str) -> Any:
+    for name in names:
+        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+        if value:
+            return value
+    return None
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, Sequence):
+        return "\n".join(f"- {str(v).strip()}" for v in value)
+    return str(value).strip()
+
+
+def normalize_stages(raw: Any) -> dict[str, StageInfo]:
+    """The knowledge base's ``stages()`` as {name: StageInfo}, whatever its shape (a dict by name, a list of
+    dicts or objects with ``name``), over the built-in names and purposes."""
+    out = {name: StageInfo(name, purpose) for name, purpose in STAGES.items()}
+    items: list[tuple[str, Any]] = []
+    if isinstance(raw, Mapping):
+        items = [(str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, Sequence) and not isinstance(raw, str):
+        for item in raw:
+            name = item if isinstance(item, str) else _field(item, "name", "id", "stage")
+            if name:
+                items.append((str(name), item))
+    for name, info in items:
+        if isinstance(info, str) and info == name:
+            info = {}
+        default = out.get(name, StageInfo(name))
+        triggers = _field(info, "triggers", "issues", "trigger_issues") or ()
+        out[name] = StageInfo(
+            name=name,
+            purpose=_text(_field(info, "purpose", "description")) or default.purpose,
+            guidance=_text(_field(info, "guidance", "advice")),
+            triggers=tuple(str(t) for t in (triggers if not isinstance(triggers, str) else [triggers])),
+        )
+    return out
+
+
+class KnowledgeView:
+    """What the prompts read from ``evoforge.knowledge``; every part degrades to empty when the module, the
+    function or the arch is missing, so prompts work before (and without) the knowledge base."""
+
+    def __init__(self, module: Any = None, *, triton_version: str | None = None) -> None:
+        self._module = module
+        self._loaded = module is not None
+        self.triton_version = triton_version
+
+    @property
+    def module(self) -> Any:
+        if not self._loaded:
+            self._loaded = True
+            try:
+                self._module = importlib.import_module("evoforge.knowledge")
+            except ImportError as exc:
+                log.warning("knowledge base not importable (%s): prompts carry no rules or guidance", exc)
+                self._module = None
+        return self._module
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(self.module, name, None)
+        if fn is None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # a knowledge-base gap (unknown arch, bad YAML) must not stop a mutation
+            log.warning("knowledge.%s failed (%s: %s); prompt part left empty", name, type(exc).__name__, exc)
+            return None
+
+    def hard_rules(self, arch: str) -> str:
+        return _text(self._call("hard_rule_prompt", arch, triton_version=self.triton_version))
+
+    def hardware(self, arch: str) -> str:
+        return _text(self._call("hardware_summary", arch))
+
+    def stages(self) -> dict[str, StageInfo]:
+        return normalize_stages(self._call("stages"))
+
+    def analyze(self, source: str) -> list[str]:
+        found = self._call("analyze", source)
+        return [str(x) for x in found] if isinstance(found, Sequence) and not isinstance(found, str) else []
+
+
+# -- prompts -----------------------------------------------------------------------------------------------------
+@cache
+def _template(path: Path) -> string.Template:
+    return string.Template(path.read_text())
+
+
+def _nl(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _section(title: str, body: str) -> str:
+    body = body.strip("\n")
+    return f"\n## {title}\n\n{body}\n" if body.strip() else ""
+
+
+def _clip(text: str, limit: int) -> str:
+    """Keep the head and the tail (a compile log's cause is often at the end)."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    tail = limit - head
+    return f"{text[:head]}\n... [{len(text) - limit} characters cut] ...\n{text[-tail:]}"
+
+
+def _fmt(value: float | None, pattern: str) -> str | None:
+    return None if value is None else pattern.format(value)
+
+
+def performance_line(result: EvalResult | None) -> str:
+    if result is None or not result.ok:
+        return ""
+    parts = [
+        _fmt(result.runtime_ms, "runtime {:.4g} ms"),
+        _fmt(result.ref_ms, "PyTorch reference {:.4g} ms"),
+        _fmt(result.speedup, "speedup {:.3g}x"),
+        _fmt(result.pct_of_floor, "{:.0f}% of the hardware floor"),
+    ]
+    if result.floor_ms is not None:
+        parts.append(f"floor {result.floor_ms:.4g} ms")
+    return ", ".join(p for p in parts if p)
+
+
+class PromptBuilder:
+    """Fills the prompt files. ``knowledge``: a module (or object) with the knowledge-base functions; None
+    imports ``evoforge.knowledge`` on first use. Limits keep prompts within a model's context."""
+
+    def __init__(
+        self,
+        *,
+        knowledge: Any = None,
+        prompts_dir: str | Path | None = None,
+        triton_version: str | None = None,
+        max_inspirations: int = 2,
+        max_failures: int = 3,
+        max_error_chars: int = 6000,
+        max_failure_chars: int = 400,
+    ) -> None:
+        self.knowledge = (
+            knowledge
+            if isinstance(knowledge, KnowledgeView)
+            else KnowledgeView(knowledge, triton_version=triton_version)
+        )
+        self.prompts_dir = Path(prompts_dir) if prompts_dir else PROMPTS_DIR
+        self.max_inspirations = max_inspirations
+        self.max_failures = max_failures
+        self.max_error_chars = max_error_chars
+        self.max_failure_chars = max_failure_chars
+
+    # -- pieces --------------------------------------------------------------------------------------------------
+    def render(self, name: str, **values: Any) -> str:
+        """Fill ``prompts/<name>.md``; a placeholder without a value is an error (a template and its builder
+        must agree)."""
+        return _template(self.prompts_dir / f"{name}.md").substitute(**values)
+
+    def system(self, parent: Candidate, context: MutationContext) -> str:
+        rules = self.knowledge.hard_rules(context.arch) if context.knowledge_enabled else ""
+        return (
+            self.render(
+                "system",
+                language="CuTe C++" if parent.language == "cute" else "Triton",
+                rules=_section(f"Hard rules of the target ({context.arch})", rules),
+            ).strip()
+            + "\n"
+        )
+
+    def hardware(self, context: MutationContext) -> str:
+        lines = [f"Target: {context.arch}"] if context.arch else []
+        if context.knowledge_enabled:
+            summary = self.knowledge.hardware(context.arch)
+            if summary:
+                lines.append(summary)
+            lines += [f"- {k}: {v}" for k, v in context.hardware.items()]
+        return _section("Target hardware", "\n".join(lines))
+
+    def stage_info(self, stage: str, context: MutationContext) -> StageInfo:
+        stages = self.knowledge.stages() if context.knowledge_enabled else normalize_stages(None)
+        return stages.get(stage, StageInfo(stage, STAGES.get(stage, "")))
+
+    def stage_names(self, context: MutationContext) -> list[str]:
+        return list((self.knowledge.stages() if context.knowledge_enabled else normalize_stages(None)).keys())
+
+    def params(self, parent: Candidate) -> str:
+        if not parent.params and not parent.space:
+            return ""
+        body = f"PARAMS = {json.dumps(parent.params, sort_keys=True, default=str)}\n"
+        if parent.space:
+            body += f"SPACE = {json.dumps(parent.space, sort_keys=True, default=str)}\n"
+        return _section("Parameter values of the current kernel (the evaluator injects PARAMS)", body)
+
+    def analysis(self, parent: Candidate, context: MutationContext) -> str:
+        if not context.knowledge_enabled:
+            return ""
+        found = self.knowledge.analyze(parent.source)
+        return _section("Static analysis found", "\n".join(f"- {f}" for f in found))
+
+    def inspirations(
+        self,
+        parent: Candidate,
+        context: MutationContext,
+        *,
+        with_performance: bool,
+        exclude: Sequence[str] = (),
+    ) -> str:
+        """Top kernels of other structures (best first, then the most different), each with its figures when
+        performance feedback is on."""
+        seen = {parent.structure_id, *exclude}
+        chosen: list[tuple[Candidate, EvalResult]] = []
+        for cand, result in context.top:
+            if cand.structure_id in seen or not result.ok:
+                continue
+            seen.add(cand.structure_id)
+            chosen.append((cand, result))
+            if len(chosen) >= self.max_inspirations:
+                break
+        parts = []
+        for i, (cand, result) in enumerate(chosen, 1):
+            note = performance_line(result) if with_performance else "correct"
+            label = f" ({cand.stage})" if cand.stage else ""
+            parts.append(f"### Kernel {i}{label}: {note}\n\n```python\n{_nl(cand.source)}```")
+        return _section("Other correct kernels, for inspiration", "\n\n".join(parts))
+
+    def failures(self, context: MutationContext) -> str:
+        items = []
+        for failure in context.failures[: self.max_failures]:
+            message = _clip(failure.result.message.strip(), self.max_failure_chars).replace("\n", "\n  ")
+            what = failure.candidate.stage or failure.candidate.operator
+            items.append(f"- {what}: {failure.result.status}: {message}")
+        return _section("Recent attempts that failed (avoid repeating them)", "\n".join(items))
+
+    def _messages(self, parent: Candidate, context: MutationContext, user: str) -> list[Message]:
+        return [
+            {"role": "system", "content": self.system(parent, context)},
+            {"role": "user", "content": user},
+        ]
+
+    # -- one prompt per operator ---------------------------------------------------------------------------------
+    def stage_rewrite(self, parent: Candidate, context: MutationContext, stage: str) -> list[Message]:
+        info = self.stage_info(stage, context)
+        user = self.render(
+            "stage_rewrite",
+            task_name=context.task_name,
+            stage=stage,
+            stage_purpose=info.purpose,
+            stage_guidance=_section("Guidance for this stage", info.guidance)
+            if context.knowledge_enabled
+            else "",
+            reference=_nl(context.task_source),
+            parent=_nl(parent.source),
+            parent_note="",
+            params=self.params(parent),
+            hardware=self.hardware(context),
+            analysis=self.analysis(parent, context),
+            inspirations=self.inspirations(parent, context, with_performance=False),
+            failures=self.failures(context),
+        )
+        return self._messages(parent, context, user)
+
+    def analyze(self, parent: Candidate, context: MutationContext, stages: Sequence[str]) -> list[Message]:
+        listing = "\n".join(f"- {s}: {self.stage_info(s, context).purpose}" for s in stages)
+        user = self.render(
+            "analyze",
+            task_name=context.task_name,
+            reference=_nl(context.task_source),
+            parent=_nl(parent.source),
+            hardware=self.hardware(context),
+            analysis=self.analysis(parent, context),
+            stage_list=listing + "\n",
+        )
+        return self._messages(parent, context, user)
+
+    def repair(self, parent: Candidate, context: MutationContext) -> list[Message]:
+        result = context.parent_result
+        error = result.message.strip() if result is not None and result.message.strip() else "(no message)"
+        status = str(result.status) if result is not None else "unknown"
+        previous = ""
+        attempts = int(parent.meta.get("repair_attempts", 0))
+        if attempts:
+            previous = _section(
+                "Earlier repairs",
+                f"This kernel is already the result of {attempts} repair attempt(s) that did not pass; "
+                "the error above is the one left now.",
+            )
+        user = self.render(
+            "repair",
+            task_name=context.task_name,
+            status=status,
+            error=_nl(_clip(error, self.max_error_chars)),
+            parent=_nl(parent.source),
+            reference=_nl(context.task_source),
+            hardware=self.hardware(context),
+            previous=previous,
+        )
+        return self._messages(parent, context, user)
+
+    def optimize(self, parent: Candidate, context: MutationContext, *, feedback: bool) -> list[Message]:
+        perf = performance_line(context.parent_result) if feedback else ""
+        guidance = ""
+        if context.knowledge_enabled:
+            found = self.knowledge.analyze(parent.source)
+            guidance = "\n".join(f"- {f}" for f in found)
+        user = self.render(
+            "optimize",
+            task_name=context.task_name,
+            reference=_nl(context.task_source),
+            parent=_nl(parent.source),
+            params=self.params(parent),
+            feedback=_section("Measured performance of the current kernel", perf),
+            hardware=self.hardware(context),
+            guidance=_section("Static analysis found", guidance),
+            inspirations=self.inspirations(parent, context, with_performance=feedback),
+            failures=self.failures(context),
+        )
+        return self._messages(parent, context, user)
+
+    def crossover(
+        self,
+        a: Candidate,
+        b: Candidate,
+        context: MutationContext,
+        results: tuple[EvalResult | None, EvalResult | None] = (None, None),
+    ) -> list[Message]:
+        notes = [performance_line(r) for r in results]
+        user = self.render(
+            "crossover",
+            task_name=context.task_name,
+            reference=_nl(context.task_source),
+            parent_a=_nl(a.source),
+            parent_b=_nl(b.source),
+            note_a=f"{notes[0]}\n" if notes[0] else "",
+            note_b=f"{notes[1]}\n" if notes[1] else "",
+            hardware=self.hardware(context),
+        )
+        return self._messages(a, context, user)
+
+
+# -- operators -----------------------------------------------------------------------------------------------------
+class LLMReplyError(MutationError):
+    """The reply could not become a child. ``meta`` holds the prompt, the raw reply and the tokens spent, for
+    the record of the ``invalid`` child."""
+
+    def __init__(self, message: str, *, meta: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.meta = dict(meta)
+
+
+def _call_meta(
+    messages: list[Message], completion: Completion, *, prior: Completion | None = None
+) -> dict[str, Any]:
+    calls = [c for c in (prior, completion) if c is not None]
+    return {
+        "model": completion.model,
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+        "cost_usd": sum(c.cost_usd for c in calls),
+        "cached": all(c.cached for c in calls),
+        "llm_latency_s": sum(c.latency_s for c in calls),
+        "prompt": messages,
+        "reply": completion.text,
+    }
+
+
+class _LLMOperator:
+    """Shared plumbing: ask the client, parse the reply, build the child or raise ``LLMReplyError``."""
+
+    name = "llm"
+    default_temperature: float | None = None
+    stage_label = ""
+
+    def __init__(
+        self,
+        *,
+        client: LLMClient,
+        builder: PromptBuilder | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.client = client
+        self.builder = builder or PromptBuilder()
+        self.temperature = self.default_temperature if temperature is None else temperature
+        self.max_tokens = max_tokens
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, temperature={self.temperature!r})"
+
+    def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
+        return True
+
+    def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
+        """The messages of the first request ``propose`` would send (no network)."""
+        raise NotImplementedError
+
+    async def _ask(
+        self, messages: list[Message], context: MutationContext, *, purpose: str = ""
+    ) -> Completion:
+        return await self.client.complete(
+            messages,
+            model=self.model,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            cache_salt=f"{self.name}{purpose}/{context.seed}",
+        )
+
+    def _child(
+        self,
+        parents: Sequence[Candidate],
+        messages: list[Message],
+        completion: Completion,
+        *,
+        stage: str,
+        prior: Completion | None = None,
+        extra_meta: Mapping[str, Any] | None = None,
+    ) -> Candidate:
+        meta = {**_call_meta(messages, completion, prior=prior), **(extra_meta or {})}
+        try:
+            reply: Reply = parse_reply(completion.text)
+            source = reply.resolve(parents[0].source)
+        except ReplyError as exc:
+            raise LLMReplyError(f"{self.name}: {exc}", meta=meta) from None
+        meta["reply_kind"] = reply.kind
+        if any(source.strip() == p.source.strip() for p in parents):
+            raise LLMReplyError(f"{self.name}: the reply leaves the kernel unchanged", meta=meta)
+        return Candidate.from_source(
+            source,
+            task=parents[0].task,
+            parents=tuple(p.id for p in parents),
+            operator=self.name,
+            stage=stage,
+            language=parents[0].language,
+            meta=meta,
+        )
+
+
+class LLMStageRewrite(_LLMOperator):
+    """Apply one optimization stage. ``stage`` fixes it (the operator is then named ``llm_stage_<stage>``);
+    otherwise each proposal picks among ``stages`` (default: all nine) those worth running:
+    ``select="analyze"`` asks ``knowledge.analyze`` (no extra call), ``select="llm"`` asks the model first
+    (one short extra call). Stages already applied in the lineage (``meta["stages_done"]``) come last."""
+
+    default_temperature = 0.7
+
+    def __init__(
+        self,
+        *,
+        client: LLMClient,
+        stage: str | None = None,
+        stages: Sequence[str] | None = None,
+        select: str = "analyze",
+        builder: PromptBuilder | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            client=client, builder=builder, temperature=temperature, max_tokens=max_tokens, model=model
+        )
+        if select not in ("analyze", "llm"):
+            raise ValueError(f"LLMStageRewrite select must be 'analyze' or 'llm', got {select!r}")
+        self.stage = stage
+        self.stages = tuple(stages) if stages else None
+        self.select = select
+        self.seed = seed
+        self.name = f"llm_stage_{stage}" if stage else "llm_stage_rewrite"
+
+    def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
+        return parent_result is None or parent_result.ok
+
+    def _allowed(self, context: MutationContext) -> list[str]:
+        if self.stage:
+            return [self.stage]
+        known = self.builder.stage_names(context)
+        return [s for s in self.stages if s in known or s in STAGES] if self.stages else known
+
+    def worth_running(
+        self, parent: Candidate, context: MutationContext, found: Sequence[str] = ()
+    ) -> list[str]:
+        """Stages flagged by the analysis (names or issues a stage lists as triggers), not yet done first."""
+        allowed = self._allowed(context)
+        if self.stage:
+            return allowed
+        if not found and context.knowledge_enabled:
+            found = self.builder.knowledge.analyze(parent.source)
+        infos = {s: self.builder.stage_info(s, context) for s in allowed}
+        flagged: list[str] = []
+        for item in found:
+            for s in allowed:
+                hit = item.strip().lower() == s or item in infos[s].triggers
+                if hit and s not in flagged:
+                    flagged.append(s)
+        done = set(parent.meta.get("stages_done", ()))
+        fresh = [s for s in flagged if s not in done]
+        return fresh or [s for s in allowed if s not in done] or flagged or allowed
+
+    def pick(self, parent: Candidate, context: MutationContext, options: Sequence[str]) -> str:
+        rng = random.Random(f"{self.seed}/{context.seed}/{parent.id}")
+        return options[0] if len(options) == 1 else rng.choice(list(options))
+
+    def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
+        parent = parents[0]
+        if self.select == "llm" and not self.stage:
+            return self.builder.analyze(parent, context, self._allowed(context))
+        return self.builder.stage_rewrite(
+            parent, context, self.pick(parent, context, self.worth_running(parent, context))
+        )
+
+    async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
+        parent = parents[0]
+        prior: Completion | None = None
+        if self.select == "llm" and not self.stage:
+            allowed = self._allowed(context)
+            analysis = self.builder.analyze(parent, context, allowed)
+            prior = await self.client.complete(
+                analysis, model=self.model, temperature=0.0, max_tokens=200, cache_salt=f"{self.name}/analyze"
+            )
+            named = parse_stage_names(prior.text, allowed)
+            done = set(parent.meta.get("stages_done", ()))
+            options = [s for s in named if s not in done] or self.worth_running(parent, context)
+            stage = options[0]
+        else:
+            stage = self.pick(parent, context, self.worth_running(parent, context))
+        messages = self.builder.stage_rewrite(parent, context, stage)
+        completion = await self._ask(messages, context)
+        done = [*parent.meta.get("stages_done", ()), stage]
+        return self._child(
+            (parent,), messages, completion, stage=stage, prior=prior, extra_meta={"stages_done": done}
+        )
+
+
+def parse_stage_names(text: str, allowed: Sequence[str]) -> list[str]:
+    """Stage names in the order the reply gives them (``dtype fix`` and ``dtype-fix`` read as ``dtype_fix``)."""
+    found: list[tuple[int, str]] = []
+    norm = re.sub(r"[\s\-]+", "_", text.lower())
+    for stage in allowed:
+        m = re.search(rf"(?<![a-z]){re.escape(stage)}(?![a-z])", norm)
+        if m:
+            found.append((m.start(), stage))
+    return [s for _, s in sorted(found)]
+
+
+class LLMRepair(_LLMOperator):
+    """Send the failed parent's exact error back and ask for a patch of that fault only (SEARCH/REPLACE
+    blocks; a whole module is accepted too). A lineage gets at most ``max_attempts`` repairs in a row, counted
+    in ``meta["repair_attempts"]`` (a child of any other operator starts again at 0)."""
+
+    name = "llm_repair"
+    default_temperature = 0.2
+
+    def __init__(
+        self,
+        *,
+        client: LLMClient,
+        max_attempts: int = 3,
+        builder: PromptBuilder | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(
+            client=client, builder=builder, temperature=temperature, max_tokens=max_tokens, model=model
+        )
+        self.max_attempts = max_attempts
+
+    def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
+        return (
+            parent_result is not None
+            and parent_result.status.is_failure
+            and int(parent.meta.get("repair_attempts", 0)) < self.max_attempts
+        )
+
+    def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
+        return self.builder.repair(parents[0], context)
+
+    async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
+        parent = parents[0]
+        result = context.parent_result
+        if result is None or result.status is EvalStatus.OK:
+            raise MutationError(f"{self.name}: the parent has no failure to repair")
+        attempts = int(parent.meta.get("repair_attempts", 0))
+        if attempts >= self.max_attempts:
+            raise MutationError(
+                f"{self.name}: lineage already had {attempts} repair attempts (max {self.max_attempts})"
+            )
+        messages = self.messages(parents, context)
+        completion = await self._ask(messages, context)
+        return self._child(
+            (parent,),
+            messages,
+            completion,
+            stage="repair",
+            extra_meta={"repair_attempts": attempts + 1, "repaired_status": str(result.status)},
+        )
+
+
+class LLMOptimize(_LLMOperator):
+    """Make a correct kernel faster. Performance figures (runtime, speedup, % of floor, and those of the
+    inspirations) are shown only once ``context.lineage_correct_steps >= feedback_after``;
+    ``delay_feedback=False`` shows them always."""
+
+    name = "llm_optimize"
+    default_temperature = 0.8
+
+    def __init__(
+        self,
+        *,
+        client: LLMClient,
+        feedback_after: int = 2,
+        delay_feedback: bool = True,
+        builder: PromptBuilder | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(
+            client=client, builder=builder, temperature=temperature, max_tokens=max_tokens, model=model
+        )
+        self.feedback_after = feedback_after
+        self.delay_feedback = delay_feedback
+
+    def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
+        return parent_result is None or parent_result.ok
+
+    def shows_feedback(self, context: MutationContext) -> bool:
+        return not self.delay_feedback or context.lineage_correct_steps >= self.feedback_after
+
+    def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
+        return self.builder.optimize(parents[0], context, feedback=self.shows_feedback(context))
+
+    async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
+        messages = self.messages(parents, context)
+        completion = await self._ask(messages, context)
+        return self._child(
+            (parents[0],),
+            messages,
+            completion,
+            stage="optimize",
+            extra_meta={"feedback": self.shows_feedback(context)},
+        )
+
+
+class LLMCrossover(_LLMOperator):
+    """Two correct parents → one kernel keeping the strength of each. Given one parent, the second is the best
+    kernel of another structure in ``context.top``."""
+
+    name = "llm_crossover"
+    default_temperature = 0.7
+
+    def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
+        return parent_result is None or parent_result.ok
+
+    def _pair(
+        self, parents: tuple[Candidate, ...], context: MutationContext
+    ) -> tuple[Candidate, Candidate, tuple[EvalResult | None, EvalResult | None]]:
+        if not parents:
+            raise MutationError(f"{self.name}: no parent given")
+        results = {c.id: r for c, r in context.top}
+        a = parents[0]
+        if len(parents) >= 2:
+            b = parents[1]
+        else:
+            others = [c for c, r in context.top if r.ok and c.structure_id != a.structure_id]
+            if not others:
+                raise MutationError(
+                    f"{self.name}: needs a second correct kernel of another structure; none in top"
+                )
+            b = others[0]
+        if a.structure_id == b.structure_id:
+            raise MutationError(f"{self.name}: both parents have the same source; nothing to combine")
+        pair = (results.get(a.id) or context.parent_result, results.get(b.id))
+        for p, r in zip((a, b), pair, strict=True):
+            if r is not None and not r.ok:
+                raise MutationError(f"{self.name}: parent {p.id} is not correct ({r.status})")
+        return a, b, pair
+
+    def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
+        a, b, results = self._pair(parents, context)
+        return self.builder.crossover(a, b, context, results)
+
+    async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
+        a, b, results = self._pair(parents, context)
+        messages = self.builder.crossover(a, b, context, results)
+        completion = await self._ask(messages, context)
+        return self._child((a, b), messages, completion, stage="crossover")
+
+
+def preview(
+    operator: _LLMOperator, parent: Candidate | tuple[Candidate, ...], context: MutationContext
+) -> list[Message]:
+    """The messages the operator's first request would carry for this parent and context; nothing is sent."""
+    parents = parent if isinstance(parent, tuple) else (parent,)
+    return operator.messages(parents, context)
+
+
+__all__ = [
+    "STAGES",
+    "KnowledgeView",
+    "LLMCrossover",
+    "LLMOptimize",
+    "LLMRepair",
+    "LLMReplyError",
+    "LLMStageRewrite",
+    "PromptBuilder",
+    "StageInfo",
+    "normalize_stages",
+    "parse_stage_names",
+    "performance_line",
+    "preview",
+]

@@ -1,0 +1,318 @@
+"""A real OpenAI-compatible HTTP server on loopback, driven by a script: the LLM of the tests.
+
+It speaks ``POST /v1/chat/completions`` and ``GET /v1/models`` over real sockets, so the code under test goes
+through the real ``openai`` client (retries, timeouts, status codes) and nothing is mocked. Each chat request
+takes the next step of the script:
+
+- a string: the reply text;
+- a callable ``f(messages) -> str``: the reply depends on the prompt (e.g. repair the kernel it was sent);
+- a dict with one of ``reply``, ``status`` (429, 500, 401, ...; optional ``retry_after`` seconds),
+  ``hang`` (seconds to wait before answering, then the reply in ``reply`` or a default), ``garbage`` (a 200
+  whose body is not JSON); optional ``usage`` ({prompt_tokens, completion_tokens}) and ``model``.
+
+When the script runs out, ``default`` answers (a string or callable); without one the server answers 500
+with "script exhausted", so a test that sends more requests than it meant to fails loudly.
+
+Every request is recorded (method, path, headers, JSON body) in ``server.requests``.
+
+Standalone, for trying a campaign without any API key::
+
+    python -m tests.fakellm --port 8011 --echo      # replies with the last python block of the prompt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Step = str | Callable[[list[dict[str, Any]]], str] | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    time_s: float = field(default_factory=time.monotonic)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list((self.body or {}).get("messages", []))
+
+    @property
+    def model(self) -> str | None:
+        return (self.body or {}).get("model")
+
+
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def echo_last_python_block(messages: list[dict[str, Any]]) -> str:
+    """Reply with the last python block of the last user message (the parent, unchanged)."""
+    text = ""
+    for message in messages:
+        if message.get("role") == "user":
+            text = str(message.get("content", ""))
+    blocks = _FENCE.findall(text)
+    body = blocks[-1] if blocks else "# nothing to echo\n"
+    return f"Here is the kernel.\n\n```python\n{body}```\n"
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class FakeLLMServer:
+    """A scripted OpenAI-compatible server on ``127.0.0.1`` (port 0 by default: the OS picks a free one).
+
+    Use as a context manager, or ``start()``/``stop()``. ``url`` is the ``base_url`` to give a client.
+    ``api_key``: when set, a request whose bearer token differs gets 401 (like a real provider).
+    ``strict_models``: a request for a model not in ``models`` gets 404 ``model_not_found``.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Step] = (),
+        *,
+        default: str | Callable[[list[dict[str, Any]]], str] | None = None,
+        models: Sequence[str] = ("fake-model",),
+        api_key: str | None = None,
+        strict_models: bool = False,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._script: list[Step] = list(script)
+        self.default = default
+        self.models = list(models)
+        self.api_key = api_key
+        self.strict_models = strict_models
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._released = threading.Event()  # set on stop(): hangs end at once
+        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeLLMServer:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._httpd.serve_forever, name="fakellm", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._released.set()
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- script ----------------------------------------------------------------------------------------------
+    def push(self, *steps: Step) -> None:
+        """Append steps to the script (tests that build it as they go)."""
+        with self._lock:
+            self._script.extend(steps)
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            return len(self._script)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def _next_step(self) -> Step | None:
+        with self._lock:
+            if self._script:
+                return self._script.pop(0)
+        return self.default
+
+    # -- HTTP ------------------------------------------------------------------------------------------------
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+                return
+
+            def _send(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+                body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+                    pass
+
+            def _record(self, body: dict[str, Any] | None) -> None:
+                with server._lock:
+                    server.requests.append(
+                        RecordedRequest(
+                            self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                        )
+                    )
+
+            def _authorized(self) -> bool:
+                if server.api_key is None:
+                    return True
+                if self.headers.get("Authorization", "") == f"Bearer {server.api_key}":
+                    return True
+                self._send(
+                    401, _error("Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+                )
+                return False
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                self._record(None)
+                if not self._authorized():
+                    return
+                if self.path.rstrip("/").endswith("/models"):
+                    data = [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "fakellm"}
+                        for m in server.models
+                    ]
+                    self._send(200, {"object": "list", "data": data})
+                else:
+                    self._send(404, _error(f"no route {self.path}", "invalid_request_error", None))
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    body = None
+                self._record(body)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, _error(f"no route {self.path}", "invalid_request_error", None))
+                    return
+                if not self._authorized():
+                    return
+                if body is None:
+                    self._send(400, _error("body is not JSON", "invalid_request_error", None))
+                    return
+                model = str(body.get("model", ""))
+                if server.strict_models and model not in server.models:
+                    self._send(
+                        404,
+                        _error(
+                            f"The model '{model}' does not exist", "invalid_request_error", "model_not_found"
+                        ),
+                    )
+                    return
+                self._answer(body, server._next_step())
+
+            def _answer(self, body: dict[str, Any], step: Step | None) -> None:
+                messages = list(body.get("messages", []))
+                if step is None:
+                    self._send(500, _error("fakellm: script exhausted", "server_error", None))
+                    return
+                if isinstance(step, Mapping):
+                    if "hang" in step:
+                        server._released.wait(float(step["hang"]))
+                    if "status" in step:
+                        headers = {"Retry-After": str(step["retry_after"])} if "retry_after" in step else None
+                        message = step.get("message", f"fakellm fault {step['status']}")
+                        self._send(int(step["status"]), _error(message, "fake_fault", None), headers)
+                        return
+                    if step.get("garbage"):
+                        self._send(200, b"<html>502 Bad Gateway: upstream sent garbage</html>")
+                        return
+                    reply = step.get("reply", "")
+                    if callable(reply):
+                        reply = reply(messages)
+                    usage = step.get("usage")
+                    model = step.get("model", body.get("model", "fake-model"))
+                elif callable(step):
+                    reply, usage, model = step(messages), None, body.get("model", "fake-model")
+                else:
+                    reply, usage, model = str(step), None, body.get("model", "fake-model")
+                prompt_text = "".join(str(m.get("content", "")) for m in messages)
+                usage = dict(usage or {})
+                usage.setdefault("prompt_tokens", _approx_tokens(prompt_text))
+                usage.setdefault("completion_tokens", _approx_tokens(str(reply)))
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-fake{len(server.requests)}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": str(reply)},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": usage,
+                    },
+                )
+
+        return Handler
+
+
+def _error(message: str, type_: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible server on 127.0.0.1.")
+    parser.add_argument("--port", type=int, default=0, help="port (0: any free port)")
+    parser.add_argument("--reply", action="append", default=[], help="a reply, in order (repeatable)")
+    parser.add_argument(
+        "--echo", action="store_true", help="after the replies, echo the prompt's last python block"
+    )
+    parser.add_argument(
+        "--model", action="append", default=[], help="model id served by /v1/models (repeatable)"
+    )
+    args = parser.parse_args(argv)
+    server = FakeLLMServer(
+        args.reply,
+        default=echo_last_python_block if args.echo or not args.reply else None,
+        models=args.model or ["fake-model"],
+        port=args.port,
+    )
+    with server:
+        print(f"fakellm serving {server.url} (Ctrl-C stops)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
