@@ -1,0 +1,53 @@
+"""The chain's front door: checks that need no process, then the sandboxed run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from evoforge.backends.chain import ChainOptions
+from evoforge.backends.sandbox import Sandbox
+from evoforge.backends.static import static_check
+from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.task import Task
+
+
+def knowledge_violations(candidate: Candidate, arch: str, triton_version: str | None = None) -> EvalResult | None:
+    """A hard-rule violation of the target hardware is ``invalid`` before anything compiles."""
+    from evoforge import knowledge
+
+    violations = [v for v in knowledge.validate(candidate, arch, triton_version=triton_version)
+                  if v.severity == "hard"]
+    if not violations:
+        return None
+    lines = [f"{v.rule}" + (f" (line {v.line})" if v.line else "") + f": {v.message}" for v in violations]
+    return EvalResult.failure(EvalStatus.INVALID, "breaks hard rule(s) of " + arch + ":\n" + "\n".join(lines),
+                              arch=arch, details={"rules": [v.rule for v in violations]})
+
+
+class Evaluator:
+    """Evaluates candidates of one backend, one at a time, reusing one sandboxed process."""
+
+    def __init__(self, *, backend: str, arch: str, options: ChainOptions | None = None, timeout_s: float = 120.0,
+                 knowledge: bool = True, backend_options: dict[str, Any] | None = None,
+                 child_env: dict[str, str] | None = None, memory_limit_bytes: int | None = None) -> None:
+        self.backend = backend
+        self.arch = arch
+        self.options = options or ChainOptions()
+        self.knowledge = knowledge
+        self.sandbox = Sandbox(backend=backend, backend_options={**(backend_options or {}), "arch": arch},
+                               timeout_s=timeout_s, child_env=child_env, memory_limit_bytes=memory_limit_bytes)
+
+    def precheck(self, candidate: Candidate) -> EvalResult | None:
+        failure = static_check(candidate.source, language=candidate.language)
+        if failure is None and self.knowledge:
+            failure = knowledge_violations(candidate, self.arch)
+        if failure is not None:
+            return replace(failure, backend=self.backend, arch=self.arch)
+        return None
+
+    def evaluate(self, task: Task, candidate: Candidate) -> EvalResult:
+        return self.precheck(candidate) or self.sandbox.evaluate(task, candidate, self.options.to_dict())
+
+    def close(self) -> None:
+        self.sandbox.close()

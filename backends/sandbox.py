@@ -1,0 +1,171 @@
+"""Run the verification chain in a child process that can be killed.
+
+A hang past the timeout is ``timeout``; a child that dies (segfault, abort, OOM kill, exit) is ``crashed``;
+the caller survives both and the next evaluation gets a fresh process. The child is reused between
+evaluations while it stays healthy, so Python, torch and Triton are imported once, not per candidate.
+
+What is isolated: the process (killable), its environment (only an allowlist of variables passes; nothing
+named like a key, token, secret or password), its working and temporary directory (a fresh one), core dumps
+(off), open files and, where the backend allows, address space. What is not: the file system and the network
+are those of the user running evoforge. This is not a security sandbox against a determined attacker: run
+the workers in a container per Ray worker (or a VM) for that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.task import Task
+
+_ENV_PREFIXES = ("PATH", "LANG", "LC_", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_", "NVIDIA_",
+                 "TRITON_", "OMP_NUM_THREADS", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "ZE_", "ONEAPI_", "SYCL_",
+                 "NEOReadDebugKeys", "HIP_", "ROCR_", "CC", "CXX", "EVOFORGE_KERNELBENCH")
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+
+
+def scrubbed_environment(extra: dict[str, str] | None = None, *, home: str) -> dict[str, str]:
+    """Only what a kernel needs to compile and run; nothing that looks like a credential."""
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith(_ENV_PREFIXES) and not any(w in k.upper() for w in _SECRET_WORDS)}
+    env.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
+    env.update({"HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(extra or {})
+    return env
+
+
+def _signal_name(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+class Sandbox:
+    """One evaluation process for one backend; restarted after it dies or hangs."""
+
+    def __init__(self, *, backend: str, backend_options: dict[str, Any] | None = None, timeout_s: float = 120.0,
+                 startup_timeout_s: float = 180.0, memory_limit_bytes: int | None = None,
+                 child_env: dict[str, str] | None = None) -> None:
+        self.backend = backend
+        self.backend_options = dict(backend_options or {})
+        self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.memory_limit_bytes = memory_limit_bytes
+        self.child_env = dict(child_env or {})
+        self._proc: subprocess.Popen[str] | None = None
+        self._home: tempfile.TemporaryDirectory[str] | None = None
+        self._stderr_path: Path | None = None
+        self.restarts = 0
+
+    def _start(self) -> None:
+        self._home = tempfile.TemporaryDirectory(prefix="evoforge-sandbox-")
+        extra = dict(self.child_env)
+        if self.memory_limit_bytes:
+            extra["EVOFORGE_MEMORY_LIMIT_BYTES"] = str(self.memory_limit_bytes)
+        env = scrubbed_environment(extra, home=self._home.name)
+        self._stderr_path = Path(self._home.name) / "stderr.log"
+        stderr = open(self._stderr_path, "w")  # noqa: SIM115  (owned by the child)
+        self._proc = subprocess.Popen([sys.executable, "-m", "evoforge.backends.worker"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=self._home.name,
+                                      text=True, start_new_session=True)
+        stderr.close()
+        line = self._read_line(self.startup_timeout_s)
+        if line is None or not json.loads(line).get("ready"):
+            tail = self._stderr_tail()
+            self._kill()
+            raise RuntimeError(f"the evaluation process for backend {self.backend} did not start: {tail}")
+
+    def _read_line(self, timeout_s: float) -> str | None:
+        assert self._proc is not None and self._proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._proc.stdout, selectors.EVENT_READ)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                if sel.select(timeout=remaining):
+                    line = self._proc.stdout.readline()
+                    return line if line else ""  # "" is EOF: the process died
+
+    def _stderr_tail(self, n: int = 1500) -> str:
+        try:
+            text = self._stderr_path.read_text(errors="replace") if self._stderr_path else ""
+        except OSError:
+            return ""
+        return text[-n:].strip()
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._proc.wait()
+            for stream in (self._proc.stdin, self._proc.stdout):
+                if stream:
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
+        self._proc = None
+        if self._home is not None:
+            self._home.cleanup()
+            self._home = None
+
+    def close(self) -> None:
+        self._kill()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def evaluate(self, task: Task, candidate: Candidate, options: dict[str, Any] | None = None,
+                 timeout_s: float | None = None) -> EvalResult:
+        if self._proc is None or self._proc.poll() is not None:
+            if self._proc is not None:
+                self.restarts += 1
+            self._kill()
+            self._start()
+        assert self._proc is not None and self._proc.stdin is not None
+        request = {"task": task.to_dict(), "candidate": candidate.to_dict(), "backend": self.backend,
+                   "backend_options": self.backend_options, "options": options or {}}
+        started = time.perf_counter()
+        try:
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # read below sees EOF and reports the crash
+        limit = timeout_s or self.timeout_s
+        line = self._read_line(limit)
+        elapsed = time.perf_counter() - started
+        if line is None:
+            self._kill()
+            return EvalResult.failure(EvalStatus.TIMEOUT, f"no result after {limit:g} s (a hang, or far too slow); "
+                                      "the evaluation process was killed", eval_s=elapsed, backend=self.backend)
+        if line == "":
+            assert self._proc is not None
+            code = self._proc.wait()
+            tail = self._stderr_tail()
+            self._kill()
+            return EvalResult.failure(EvalStatus.CRASHED, f"the evaluation process {_signal_name(code)}"
+                                      + (f"; its last output:\n{tail}" if tail else ""), eval_s=elapsed,
+                                      backend=self.backend)
+        result = EvalResult.from_dict(json.loads(line))
+        if result.status is EvalStatus.RUNTIME_ERROR:
+            self._kill()  # an error while running may leave the device context broken: start clean next time
+        return result

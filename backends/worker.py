@@ -1,0 +1,66 @@
+"""The evaluation process: reads requests as JSON lines on stdin, answers each on a private pipe.
+
+Started by backends/sandbox.py with a scrubbed environment, its own temporary directory and resource limits.
+Untrusted code may print: file descriptor 1 is pointed at stderr so only this module writes the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _limit_resources() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps of untrusted code
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = int(os.environ.get("EVOFORGE_MAX_OPEN_FILES", "4096"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    limit = os.environ.get("EVOFORGE_MEMORY_LIMIT_BYTES")
+    if limit:  # address space: only where the backend allows it (CUDA maps far more than it uses)
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+
+
+def main() -> int:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    _limit_resources()
+    from evoforge.backends.base import get_backend
+    from evoforge.backends.chain import ChainOptions, VerificationChain
+    from evoforge.core import Candidate
+    from evoforge.task import Task
+
+    import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
+
+    backends: dict[str, object] = {}
+    protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    workdir = Path(tempfile.mkdtemp(prefix="evoforge-eval-"))
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        key = json.dumps([request["backend"], request.get("backend_options", {})], sort_keys=True)
+        if key not in backends:
+            backends[key] = get_backend(request["backend"], **request.get("backend_options", {}))
+        chain = VerificationChain(backends[key], ChainOptions.from_dict(request.get("options", {})), workdir)
+        result = chain.run(Task.from_dict(request["task"]), Candidate.from_dict(request["candidate"]))
+        protocol.write(json.dumps(_json_safe(result.to_dict())) + "\n")
+    return 0
+
+
+def _json_safe(value: object) -> object:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

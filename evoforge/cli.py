@@ -1,0 +1,168 @@
+"""The ``evoforge`` command line. Every user mistake ends in one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evoforge.core import Candidate, EvalStatus, UsageError
+from evoforge.task import Task, parse_assignments, parse_shapes
+
+INTERPRETER_MEMORY_LIMIT = 16 * 1024**3
+
+
+def _set_flags(values: list[str] | None, flag: str = "--set") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for v in values or []:
+        out.update(parse_assignments(v, flag=flag))
+    return out
+
+
+def read_candidate_file(path: str, *, flag: str = "CANDIDATE") -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{flag} {path}: file not found")
+    try:
+        return p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{flag} {path}: cannot read ({e.__class__.__name__})") from None
+
+
+def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_s: float, knowledge: bool,
+                   timing: bool = True, seed: int = 42) -> Any:
+    from evoforge.backends.base import get_backend
+    from evoforge.backends.chain import ChainOptions
+    from evoforge.backends.evaluator import Evaluator
+
+    backend = get_backend(backend_name, arch=arch)
+    ok, reason = backend.available()
+    if not ok:
+        raise UsageError(f"--backend {backend_name}: not available here ({reason}); try --backend interpreter")
+    return Evaluator(backend=backend.name, arch=backend.arch, options=ChainOptions(trials=trials, timing=timing,
+                                                                                   seed=seed),
+                     timeout_s=timeout_s, knowledge=knowledge, child_env=backend.child_env(),
+                     memory_limit_bytes=INTERPRETER_MEMORY_LIMIT if backend.name == "interpreter" else None)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        raise UsageError("--trials must be at least 1")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    task = Task.load(args.task, overrides=_set_flags(args.set), shapes=parse_shapes(args.shapes))
+    source = read_candidate_file(args.candidate)
+    candidate = Candidate.from_source(source, task=task.name, params=_set_flags(args.param, "--param"),
+                                      language=args.language)
+    evaluator = make_evaluator(backend_name=args.backend, arch=args.arch, trials=args.trials,
+                               timeout_s=args.timeout, knowledge=not args.no_kb, timing=not args.no_timing)
+    try:
+        result = evaluator.evaluate(task, candidate)
+    finally:
+        evaluator.close()
+    d = result.to_dict()
+    if args.json:
+        print(json.dumps({k: d[k] for k in d if k != "versions"} | {"versions": d["versions"]}))
+    else:
+        _print_result(task, result)
+    return 0 if result.status is EvalStatus.OK else 1
+
+
+def _print_result(task: Task, result: Any) -> None:
+    from rich.console import Console
+
+    console = Console()
+    colour = "green" if result.ok else "red"
+    console.print(f"[bold]{task.name}[/bold] on {result.backend} ({result.arch}): [{colour}]{result.status}[/{colour}]")
+    if result.ok:
+        console.print(f"  correct ({result.criterion}); max abs err {result.max_abs_err:.3g}")
+        if result.runtime_ms is not None:
+            console.print(f"  candidate {result.runtime_ms:.4g} ms, reference {result.ref_ms:.4g} ms, "
+                          f"speedup {result.speedup:.3g}x")
+        if result.pct_of_floor is not None:
+            console.print(f"  {result.pct_of_floor:.1f}% of the physical floor ({result.floor_ms:.4g} ms)")
+    if result.message:
+        console.print(f"  {result.message}", markup=False, highlight=False)
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    from evoforge.backends.base import backend_names, get_backend
+
+    rows = []
+    for name in backend_names():
+        try:
+            ok, reason = get_backend(name).available()
+        except Exception as e:  # a broken driver must not hide the other backends
+            ok, reason = False, f"{e.__class__.__name__}: {e}"
+        rows.append({"backend": name, "available": ok, "reason": reason})
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for r in rows:
+            print(f"{r['backend']:<12} {'available' if r['available'] else 'unavailable':<12} {r['reason']}")
+    return 0
+
+
+def _add_eval(sub: Any) -> None:
+    p = sub.add_parser("eval", help="run one candidate through the verification chain")
+    p.add_argument("task", help="KernelBench-format task file (or L1/23 for KernelBench level 1 problem 23)")
+    p.add_argument("candidate", help="module defining ModelNew")
+    p.add_argument("--backend", default="auto", help="auto, cuda, xpu or interpreter (default: auto)")
+    p.add_argument("--arch", default=None, help="knowledge-base arch to hold the kernel to (default: the device's)")
+    p.add_argument("--set", action="append", metavar="K=V", help="override a task constant before inputs are drawn")
+    p.add_argument("--shapes", default=None, help='extra correctness shapes: "batch_size=16,dim=1000;batch_size=3"')
+    p.add_argument("--param", action="append", metavar="K=V", help="set a tunable parameter of the candidate")
+    p.add_argument("--trials", type=int, default=3, help="correctness trials with fresh inputs (default 3)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds before the evaluation is killed")
+    p.add_argument("--language", default="triton", choices=["triton", "cute"])
+    p.add_argument("--no-kb", action="store_true", help="skip the knowledge base's hard-rule check")
+    p.add_argument("--no-timing", action="store_true", help="check correctness only")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
+    p.set_defaults(func=cmd_eval)
+
+
+def _optional_subparsers() -> list[Callable[[Any], None]]:
+    """Subcommands that live beside their subsystem; each module registers its own."""
+    adders = []
+    for module_name in ("evoforge.campaign_cli", "evoforge.knowledge.cli", "evoforge.search.bench",
+                        "evoforge.mutators.cli", "evoforge.experiments_cli"):
+        try:
+            module = __import__(module_name, fromlist=["add_subparser"])
+        except ModuleNotFoundError as e:
+            if e.name and module_name.startswith(e.name):
+                continue
+            raise
+        adders.append(module.add_subparser)
+    return adders
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evoforge", description="Search for fast, correct GPU kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_eval(sub)
+    p = sub.add_parser("backends", help="list backends and whether each is available here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_backends)
+    for add in _optional_subparsers():
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except UsageError as e:
+        print(f"evoforge: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("evoforge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
