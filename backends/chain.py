@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from evoforge.backends.base import Backend
 from evoforge.backends.compare import compare_outputs, flatten_outputs
 from evoforge.backends.guards import LaunchCounter, OpRecorder, forbidden_ops
 from evoforge.backends.static import static_check
+
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from evoforge.task import Task, exec_module_file, load_task_module
 

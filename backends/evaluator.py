@@ -8,6 +8,7 @@ from typing import Any
 from evoforge.backends.chain import ChainOptions
 from evoforge.backends.sandbox import Sandbox
 from evoforge.backends.static import static_check
+
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from evoforge.task import Task
 

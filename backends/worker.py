@@ -29,12 +29,12 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     _limit_resources()
+    import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
     from evoforge.backends.base import get_backend
     from evoforge.backends.chain import ChainOptions, VerificationChain
+
     from evoforge.core import Candidate
     from evoforge.task import Task
-
-    import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
 
     backends: dict[str, object] = {}
     protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
