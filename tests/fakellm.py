@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -95,6 +96,8 @@ class FakeLLMServer:
         self.api_key = api_key
         self.strict_models = strict_models
         self.requests: list[RecordedRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most chat requests answered at once (a concurrency limit shows here)
         self._lock = threading.Lock()
         self._released = threading.Event()  # set on stop(): hangs end at once
         self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
@@ -113,7 +116,9 @@ class FakeLLMServer:
 
     def start(self) -> FakeLLMServer:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._httpd.serve_forever, name="fakellm", daemon=True)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, args=(0.05,), name="fakellm", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -158,6 +163,11 @@ class FakeLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                # headers and body go out in two writes: without this, Nagle + delayed ACK add 40 ms per reply
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
                 return
@@ -231,7 +241,14 @@ class FakeLLMServer:
                         ),
                     )
                     return
-                self._answer(body, server._next_step())
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._answer(body, server._next_step())
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
 
             def _answer(self, body: dict[str, Any], step: Step | None) -> None:
                 messages = list(body.get("messages", []))
