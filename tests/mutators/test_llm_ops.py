@@ -1,0 +1,380 @@
+"""The LLM operators end to end: prompt → real openai client → loopback server → reply → child (or reason)."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from evoforge.mutators.base import Failure, MutationContext, MutationError, Mutator
+from evoforge.mutators.llm_client import LLMClient, LLMError
+from evoforge.mutators.llm_ops import (
+    STAGES,
+    KnowledgeView,
+    LLMCrossover,
+    LLMOptimize,
+    LLMRepair,
+    LLMReplyError,
+    LLMStageRewrite,
+    PromptBuilder,
+    normalize_stages,
+    parse_stage_names,
+    preview,
+)
+
+from evoforge.core import Candidate, EvalResult, EvalStatus
+from tests.fakellm import FakeLLMServer
+from tests.mutators.conftest import run
+
+REFERENCE = """import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+def get_inputs():
+    return [torch.randn(4097), torch.randn(4097)]
+
+def get_init_inputs():
+    return []
+"""
+
+BROKEN = """import torch
+import triton
+import triton.language as tl
+
+SPACE = {"BLOCK": [256, 512, 1024]}
+PARAMS = {"BLOCK": 256}
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=msk)
+    y = tl.load(y_ptr + offs, mask=msk)
+    tl.store(out_ptr + offs, x + y, mask=msk)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        out = torch.empty_like(x)
+        n = x.numel()
+        add_kernel[(triton.cdiv(n, PARAMS["BLOCK"]),)](x, y, out, n, BLOCK=PARAMS["BLOCK"])
+        return out
+"""
+ERROR = 'NameError("Cannot access global variable msk from within @jit\'ed function")\n  at add_kernel:4'
+CORRECT = BROKEN.replace(
+    "    x = tl.load(x_ptr + offs, mask=msk)", "    msk = offs < n\n    x = tl.load(x_ptr + offs, mask=msk)"
+)
+FASTER = CORRECT.replace('PARAMS = {"BLOCK": 256}', 'PARAMS = {"BLOCK": 1024}').replace(
+    '"BLOCK": [256, 512, 1024]', '"BLOCK": [256, 512, 1024, 2048]'
+)
+
+RULE = "HARD RULE: BLOCK * num_warps must fit the register file."
+HARDWARE = "H200: 132 SMs, 4.8 TB/s HBM3e"
+FUSION_GUIDE = "Fuse the elementwise epilogue into the producer kernel."
+
+
+def fake_knowledge(analysis: list[str] | None = None) -> types.SimpleNamespace:
+    return types.SimpleNamespace(
+        hard_rule_prompt=lambda arch, triton_version=None: f"- {RULE} ({arch})",
+        hardware_summary=lambda arch: HARDWARE,
+        stages=lambda: [
+            {
+                "name": "fusion",
+                "purpose": "Fuse kernels.",
+                "guidance": FUSION_GUIDE,
+                "triggers": ["unfused_epilogue"],
+            },
+            {"name": "memory_access", "purpose": "Coalesce.", "guidance": "Vectorize loads."},
+        ],
+        analyze=lambda source: list(analysis or []),
+    )
+
+
+def context(**changes: Any) -> MutationContext:
+    base: dict[str, Any] = {"task_name": "add", "task_source": REFERENCE, "arch": "sm90", "seed": 1}
+    base.update(changes)
+    return MutationContext(**base)
+
+
+def ok(runtime_ms: float = 0.02, speedup: float = 1.5) -> EvalResult:
+    return EvalResult(
+        EvalStatus.OK, runtime_ms=runtime_ms, ref_ms=runtime_ms * speedup, speedup=speedup, pct_of_floor=41.0
+    )
+
+
+def module(source: str) -> str:
+    return f"Done.\n\n```python\n{source}```\n"
+
+
+def user_text(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m["content"]) for m in messages if m["role"] == "user")
+
+
+@pytest.fixture
+def client(make_client: Callable[..., LLMClient]) -> LLMClient:
+    return make_client()
+
+
+@pytest.fixture
+def builder() -> PromptBuilder:
+    return PromptBuilder(knowledge=fake_knowledge())
+
+
+# -- the shared contract ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [LLMStageRewrite, LLMRepair, LLMOptimize, LLMCrossover])
+def test_every_operator_is_a_mutator_named_llm(cls: type, client: LLMClient) -> None:
+    op = cls(client=client)
+    assert isinstance(op, Mutator)
+    assert "llm" in op.name
+
+
+# -- repair ------------------------------------------------------------------------------------------------------
+def repair_by_reading_the_prompt(messages: list[dict[str, Any]]) -> str:
+    """A model that reads the error it was sent and patches the kernel it was sent."""
+    text = user_text(messages)
+    assert "Cannot access global variable msk" in text
+    assert "    x = tl.load(x_ptr + offs, mask=msk)\n" in text
+    return (
+        "`msk` is never defined.\n\n"
+        "<<<<<<< SEARCH\n"
+        "    x = tl.load(x_ptr + offs, mask=msk)\n"
+        "=======\n"
+        "    msk = offs < n\n"
+        "    x = tl.load(x_ptr + offs, mask=msk)\n"
+        ">>>>>>> REPLACE\n"
+    )
+
+
+def test_repair_patches_the_broken_kernel(
+    fake_llm: FakeLLMServer, client: LLMClient, builder: PromptBuilder
+) -> None:
+    fake_llm.push(repair_by_reading_the_prompt)
+    parent = Candidate.from_source(BROKEN, task="add")
+    failed = EvalResult.failure(EvalStatus.COMPILE_ERROR, ERROR)
+    op = LLMRepair(client=client, builder=builder)
+    assert op.applicable(parent, failed)
+    child = run(op.propose((parent,), context(parent_result=failed)))
+    assert child.source == CORRECT
+    assert child.parents == (parent.id,) and child.operator == "llm_repair" and child.task == "add"
+    assert child.meta["repair_attempts"] == 1 and child.meta["reply_kind"] == "patches"
+    assert child.meta["prompt"] == fake_llm.chat_requests[0].messages
+    assert child.meta["reply"].startswith("`msk` is never defined.")
+    assert child.meta["prompt_tokens"] > 0 and child.meta["model"] == "fake-model"
+    assert child.params == {"BLOCK": 256} and child.space == {"BLOCK": [256, 512, 1024]}
+    assert fake_llm.chat_requests[0].body["temperature"] == 0.2  # type: ignore[index]
+
+
+def test_repair_prompt_carries_the_exact_error_and_asks_for_that_fault_only(
+    client: LLMClient, builder: PromptBuilder
+) -> None:
+    parent = Candidate.from_source(BROKEN)
+    messages = preview(
+        LLMRepair(client=client, builder=builder),
+        parent,
+        context(parent_result=EvalResult.failure(EvalStatus.COMPILE_ERROR, ERROR)),
+    )
+    text = user_text(messages)
+    assert ERROR in text and "`compile_error`" in text
+    assert "Fix exactly this fault" in text and "<<<<<<< SEARCH" in text
+    assert RULE in messages[0]["content"]
+
+
+def test_repair_attempts_are_limited_per_lineage(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+    op = LLMRepair(client=client, max_attempts=2)
+    failed = EvalResult.failure(EvalStatus.INCORRECT, "max_abs_err 3.1 at shape (4097,)")
+    tired = Candidate.from_source(BROKEN, meta={"repair_attempts": 2})
+    assert not op.applicable(tired, failed)
+    with pytest.raises(MutationError, match="already had 2 repair attempts"):
+        run(op.propose((tired,), context(parent_result=failed)))
+    assert fake_llm.chat_requests == []
+    once = Candidate.from_source(BROKEN, meta={"repair_attempts": 1})
+    fake_llm.push(module(CORRECT))
+    child = run(op.propose((once,), context(parent_result=failed)))
+    assert child.meta["repair_attempts"] == 2
+    assert "1 repair attempt(s)" in user_text(child.meta["prompt"])
+    assert not op.applicable(Candidate.from_source(CORRECT), ok())
+
+
+def test_a_patch_that_does_not_apply_is_an_invalid_child_with_the_reason(
+    fake_llm: FakeLLMServer, client: LLMClient
+) -> None:
+    fake_llm.push("<<<<<<< SEARCH\n    z = tl.load(z_ptr)\n=======\n    z = 0\n>>>>>>> REPLACE\n")
+    failed = EvalResult.failure(EvalStatus.COMPILE_ERROR, ERROR)
+    with pytest.raises(
+        LLMReplyError, match=r"llm_repair: SEARCH/REPLACE block 1 of 1: SEARCH text not found"
+    ) as info:
+        run(LLMRepair(client=client).propose((Candidate.from_source(BROKEN),), context(parent_result=failed)))
+    assert isinstance(info.value, MutationError)
+    assert info.value.meta["reply"].startswith("<<<<<<< SEARCH") and info.value.meta["completion_tokens"] > 0
+
+
+def test_garbage_reply_is_a_mutation_error_with_the_reason(
+    fake_llm: FakeLLMServer, client: LLMClient
+) -> None:
+    fake_llm.push("As an AI model I think the kernel is fine!!! }{ ~~~")
+    with pytest.raises(MutationError, match="no python code block and no SEARCH/REPLACE block"):
+        run(
+            LLMOptimize(client=client).propose((Candidate.from_source(CORRECT),), context(parent_result=ok()))
+        )
+
+
+def test_an_unchanged_kernel_is_refused(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+    fake_llm.push(module(CORRECT))
+    with pytest.raises(LLMReplyError, match="unchanged"):
+        run(
+            LLMOptimize(client=client).propose((Candidate.from_source(CORRECT),), context(parent_result=ok()))
+        )
+
+
+def test_an_endpoint_failure_is_not_a_mutation_error(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+    fake_llm.push({"status": 401})
+    with pytest.raises(LLMError) as info:
+        run(LLMOptimize(client=client).propose((Candidate.from_source(CORRECT),), context()))
+    assert not isinstance(info.value, MutationError)  # no invalid child: the campaign falls back instead
+
+
+# -- optimize with delayed feedback ------------------------------------------------------------------------------
+def test_performance_feedback_is_delayed_until_the_lineage_settles(client: LLMClient) -> None:
+    parent = Candidate.from_source(CORRECT)
+    op = LLMOptimize(client=client, feedback_after=2)
+    early = user_text(preview(op, parent, context(parent_result=ok(), lineage_correct_steps=1)))
+    late = user_text(preview(op, parent, context(parent_result=ok(), lineage_correct_steps=2)))
+    assert "speedup" not in early and "runtime" not in early
+    assert "runtime 0.02 ms, PyTorch reference 0.03 ms, speedup 1.5x, 41% of the hardware floor" in late
+    eager = LLMOptimize(client=client, feedback_after=2, delay_feedback=False)
+    assert "speedup 1.5x" in user_text(
+        preview(eager, parent, context(parent_result=ok(), lineage_correct_steps=0))
+    )
+
+
+def test_optimize_returns_the_new_module(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+    fake_llm.push(module(FASTER))
+    parent = Candidate.from_source(CORRECT, task="add")
+    child = run(
+        LLMOptimize(client=client).propose((parent,), context(parent_result=ok(), lineage_correct_steps=5))
+    )
+    assert child.source == FASTER and child.params == {"BLOCK": 1024} and 2048 in child.space["BLOCK"]
+    assert child.meta["feedback"] is True and child.stage == "optimize"
+
+
+def test_inspirations_and_failures_enter_the_prompt(client: LLMClient) -> None:
+    other = Candidate.from_source(FASTER, stage="fusion")
+    failed = Candidate.from_source(BROKEN, stage="memory_access")
+    ctx = context(
+        parent_result=ok(),
+        top=((other, ok(0.01, 3.0)), (Candidate.from_source(CORRECT), ok())),
+        failures=(Failure(failed, EvalResult.failure(EvalStatus.INCORRECT, "max_abs_err 2.0 at (4097,)")),),
+        lineage_correct_steps=0,
+    )
+    text = user_text(preview(LLMOptimize(client=client), Candidate.from_source(CORRECT), ctx))
+    assert "### Kernel 1 (fusion): correct" in text and '"BLOCK": [256, 512, 1024, 2048]' in text
+    # reference, parent, one inspiration (the parent itself is not repeated)
+    assert text.count("```python\n") == 3
+    assert "memory_access: incorrect: max_abs_err 2.0" in text
+
+
+# -- stage rewrites ----------------------------------------------------------------------------------------------
+def test_stage_rewrite_carries_rules_hardware_and_stage_guidance(
+    fake_llm: FakeLLMServer, client: LLMClient
+) -> None:
+    builder = PromptBuilder(knowledge=fake_knowledge(analysis=["unfused_epilogue"]))
+    op = LLMStageRewrite(client=client, builder=builder)
+    fake_llm.push(module(FASTER))
+    parent = Candidate.from_source(CORRECT, meta={"stages_done": ["algorithmic"]})
+    child = run(op.propose((parent,), context(parent_result=ok())))
+    assert child.stage == "fusion"  # analyze flagged an issue that fusion lists as its trigger
+    assert child.meta["stages_done"] == ["algorithmic", "fusion"]
+    messages = fake_llm.chat_requests[0].messages
+    assert RULE in messages[0]["content"] and "(sm90)" in messages[0]["content"]
+    text = user_text(messages)
+    assert FUSION_GUIDE in text and HARDWARE in text and 'optimization stage "fusion"' in text
+    assert "- unfused_epilogue" in text
+
+
+def test_knowledge_off_leaves_rules_and_guidance_out(client: LLMClient) -> None:
+    builder = PromptBuilder(knowledge=fake_knowledge())
+    op = LLMStageRewrite(client=client, builder=builder, stage="fusion")
+    messages = preview(op, Candidate.from_source(CORRECT), context(knowledge_enabled=False))
+    everything = "".join(m["content"] for m in messages)
+    assert RULE not in everything and HARDWARE not in everything and FUSION_GUIDE not in everything
+    assert STAGES["fusion"] in everything and op.name == "llm_stage_fusion"
+
+
+def test_missing_knowledge_base_degrades_to_empty_text(client: LLMClient) -> None:
+    builder = PromptBuilder(knowledge=types.SimpleNamespace())  # none of the functions exist yet
+    op = LLMStageRewrite(client=client, builder=builder, seed=3)
+    messages = preview(op, Candidate.from_source(CORRECT), context())
+    assert "Hard rules" not in messages[0]["content"] and "optimization stage" in messages[1]["content"]
+
+    def broken(arch: str) -> str:
+        raise KeyError(arch)
+
+    view = KnowledgeView(types.SimpleNamespace(hardware_summary=broken))
+    assert view.hardware("xe9") == ""
+
+
+def test_stage_choice_by_an_llm_analysis_call(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+    op = LLMStageRewrite(client=client, builder=PromptBuilder(knowledge=fake_knowledge()), select="llm")
+    fake_llm.push(
+        {"reply": "Memory access\nfusion", "usage": {"prompt_tokens": 100, "completion_tokens": 5}},
+        {"reply": module(FASTER), "usage": {"prompt_tokens": 300, "completion_tokens": 200}},
+    )
+    parent = Candidate.from_source(CORRECT)
+    first = preview(op, parent, context())
+    assert "which optimization stages are worth running" in user_text(first)
+    child = run(op.propose((parent,), context()))
+    assert child.stage == "memory_access"
+    assert (child.meta["prompt_tokens"], child.meta["completion_tokens"]) == (400, 205)
+    assert fake_llm.chat_requests[0].messages == first
+    assert 'stage "memory_access"' in user_text(fake_llm.chat_requests[1].messages)
+
+
+def test_stage_pick_is_seeded_and_skips_stages_done(client: LLMClient) -> None:
+    op = LLMStageRewrite(client=client, builder=PromptBuilder(knowledge=types.SimpleNamespace()), seed=5)
+    parent = Candidate.from_source(CORRECT, meta={"stages_done": [s for s in STAGES if s != "autotuning"]})
+    assert op.worth_running(parent, context()) == ["autotuning"]
+    fresh = Candidate.from_source(CORRECT)
+    picks = {op.pick(fresh, context(seed=s), op.worth_running(fresh, context())) for s in range(40)}
+    assert len(picks) > 3 and picks <= set(STAGES)
+    assert op.pick(fresh, context(seed=9), list(STAGES)) == op.pick(fresh, context(seed=9), list(STAGES))
+
+
+def test_stage_names_and_shapes_of_the_knowledge_base() -> None:
+    assert parse_stage_names("1. Dtype fix\n2. persistent-kernel\nnot a stage", list(STAGES)) == [
+        "dtype_fix",
+        "persistent_kernel",
+    ]
+    by_dict = normalize_stages({"fusion": {"purpose": "p", "guidance": ["a", "b"]}})
+    assert by_dict["fusion"].guidance == "- a\n- b" and len(by_dict) == 9
+    by_objects = normalize_stages(
+        [types.SimpleNamespace(name="tiling", purpose="t", guidance="g", triggers=None)]
+    )
+    assert by_objects["tiling"].purpose == "t"
+
+
+# -- crossover ---------------------------------------------------------------------------------------------------
+def test_crossover_of_two_correct_parents(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+    a = Candidate.from_source(CORRECT, task="add")
+    b = Candidate.from_source(FASTER, task="add")
+    merged = FASTER.replace("BLOCK: tl.constexpr", "BLOCK: tl.constexpr, EVEN: tl.constexpr = False")
+    fake_llm.push(module(merged))
+    ctx = context(top=((b, ok(0.01, 3.0)), (a, ok())), parent_result=ok())
+    child = run(LLMCrossover(client=client).propose((a, b), ctx))
+    assert child.parents == (a.id, b.id) and child.source == merged and child.stage == "crossover"
+    text = user_text(fake_llm.chat_requests[0].messages)
+    assert CORRECT in text and FASTER in text and "speedup 3x" in text
+
+
+def test_crossover_takes_its_second_parent_from_top(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+    a = Candidate.from_source(CORRECT)
+    b = Candidate.from_source(FASTER)
+    op = LLMCrossover(client=client)
+    assert FASTER in user_text(preview(op, a, context(top=((a, ok()), (b, ok())))))
+    with pytest.raises(MutationError, match="needs a second correct kernel"):
+        preview(op, a, context(top=((a, ok()),)))
+    with pytest.raises(MutationError, match="is not correct"):
+        preview(op, (a, b), context(top=((b, EvalResult.failure(EvalStatus.INCORRECT, "x")),)))
