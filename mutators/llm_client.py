@@ -389,8 +389,7 @@ class LLMClient:
         temperature = self.config.temperature if temperature is None else temperature
         max_tokens = self.config.max_tokens if max_tokens is None else max_tokens
         messages = [dict(m) for m in messages]
-        request = {
-            "base_url": self.config.base_url,
+        request = {  # the endpoint is not part of it: the same model behind another URL gives the same reply
             "model": model,
             "messages": messages,
             "temperature": temperature,
@@ -421,13 +420,13 @@ class LLMClient:
     async def _call_with_retries(
         self, model: str, messages: list[Message], temperature: float, max_tokens: int, opts: dict[str, Any]
     ) -> Completion:
+        client, semaphore = self._bind()
         if not self.breaker.allow():
             raise LLMUnavailable(
                 f"LLM endpoint {self.endpoint} is failing ({self.breaker.failures} failed calls in a row); "
                 f"circuit breaker open, next try in {self.breaker.retry_in_s():.0f} s",
                 reason="unavailable",
             )
-        client, semaphore = self._bind()
         attempt = 0
         try:
             while True:
