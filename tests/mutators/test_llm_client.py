@@ -123,13 +123,18 @@ def test_retry_after_is_honoured(fake_llm: FakeLLMServer, make_client: Callable[
 
 
 def test_retries_give_up_with_a_clear_error(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient], caplog: pytest.LogCaptureFixture
 ) -> None:
-    fake_llm.push(*[{"status": 500}] * 3)
+    fake_llm.push(*[{"status": 500, "message": f"upstream rejected key {SECRET}"}] * 3)
     client = make_client(max_retries=2)
-    with pytest.raises(LLMError, match=r"server error \(500\)") as info:
+    with (
+        caplog.at_level("DEBUG", logger="evoforge"),
+        pytest.raises(LLMError, match=r"server error \(500\)") as info,
+    ):
         run(client.complete(HELLO))
     assert info.value.reason == "server_error"
+    assert "retry 2" in caplog.text
+    assert SECRET not in caplog.text and SECRET not in str(info.value)
     assert len(fake_llm.chat_requests) == 3
     assert client.usage.failed_calls == 1
 
