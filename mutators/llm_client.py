@@ -10,7 +10,7 @@ a reply makes a re-run free and identical.
 
 The API key is read from an environment variable (``OPENAI_API_KEY`` unless configured) when the HTTP client
 is made, handed to the openai client and nothing else: it is in no repr, log line, error message or cache file
-(every text we surface or write passes through ``scrub``).
+(every text we surface or write passes through ``scrub_secrets``).
 """
 
 from __future__ import annotations
@@ -167,9 +167,16 @@ _KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',]+")
 
 
-def scrub(text: str, secrets: Sequence[str] = ()) -> str:
-    """Remove API keys from a text: the given secrets, bearer tokens, and anything shaped like ``sk-...``."""
-    for secret in secrets:
+_SECRET_VAR = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+
+
+def scrub_secrets(text: str, secrets: Sequence[str] = (), *, env: bool = True) -> str:
+    """Remove API keys from a text: the given secrets, with ``env`` the values of environment variables named
+    like a key (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``), bearer tokens, and anything shaped like
+    ``sk-...``. The cache passes ``env=False``: only the configured key, so no cached reply is altered by
+    chance."""
+    env_values = [v for k, v in os.environ.items() if _SECRET_VAR.search(k) and len(v) >= 8] if env else []
+    for secret in sorted({*secrets, *env_values}, key=len, reverse=True):
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
     text = _BEARER.sub(r"\1***", text)
@@ -255,7 +262,9 @@ class ResponseCache:
     def put(self, key: str, record: Mapping[str, Any]) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = scrub(json.dumps(record, indent=1, sort_keys=True, default=str), self._secrets())
+        text = scrub_secrets(
+            json.dumps(record, indent=1, sort_keys=True, default=str), self._secrets(), env=False
+        )
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(text)
         os.replace(tmp, path)
@@ -311,7 +320,7 @@ class LLMClient:
         return (key,) if key else ()
 
     def _scrub(self, text: str) -> str:
-        return scrub(text, self._secrets())
+        return scrub_secrets(text, self._secrets())
 
     @property
     def key_is_set(self) -> bool:

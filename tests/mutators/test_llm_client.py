@@ -19,7 +19,7 @@ from evoforge.mutators.llm_client import (
     LLMError,
     LLMUnavailable,
     _connection_cause,
-    scrub,
+    scrub_secrets,
 )
 
 from evoforge.core import UsageError
@@ -354,10 +354,14 @@ def test_check_bad_key(fake_llm: FakeLLMServer, make_client: Callable[..., LLMCl
 
 
 # -- plain pieces --------------------------------------------------------------------------------------------------
-def test_scrub_removes_keys_and_bearer_tokens() -> None:
-    text = f"key {SECRET} header Authorization: Bearer abc.def and sk-proj-ABCDEFGHIJKLMNOP"
-    clean = scrub(text, [SECRET])
+def test_scrub_removes_keys_and_bearer_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_PROVIDER_API_KEY", "plainvalue-0123456789")
+    text = (
+        f"key {SECRET} header Authorization: Bearer abc.def, sk-proj-ABCDEFGHIJKLMNOP, plainvalue-0123456789"
+    )
+    clean = scrub_secrets(text, [SECRET])
     assert SECRET not in clean and "abc.def" not in clean and "ABCDEFGHIJKLMNOP" not in clean
+    assert "plainvalue" not in clean
 
 
 def test_bad_config_is_a_usage_error() -> None:
