@@ -1,0 +1,47 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   creates .venv, installs evoforge, runs the quickstart campaign (no GPU, no API key needed)
+#   make test   same set-up, then the test suite
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip -q --disable-pip-version-check
+HAS_NVIDIA := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo yes)
+
+.PHONY: demo test setup sysdeps lint clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+ifeq ($(HAS_NVIDIA),yes)
+	$(PIP) install torch "numpy<2.4"
+else
+	# No NVIDIA GPU: the CPU build of torch and the Triton the lent H200 runs (its interpreter needs numpy<2.4).
+	$(PIP) install torch==2.13.0 triton==3.6.0 "numpy<2.4"
+endif
+	$(PIP) install -e ".[test,dashboard]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+# System packages the tests use: Chromium (dashboard test) and PostgreSQL (cluster storage test).
+# Installed when running as root and missing; elsewhere those tests say what is missing and skip.
+sysdeps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  need=""; command -v chromium >/dev/null || need="$$need chromium"; \
+	  [ -x /usr/lib/postgresql/*/bin/postgres ] 2>/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need="$$need postgresql"; \
+	  if [ -n "$$need" ]; then echo "installing$$need"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null) \
+	    || echo "could not install$$need: the tests that need them will skip"; fi; \
+	fi
+
+demo: setup
+	$(VENV)/bin/evoforge run experiments/quickstart.toml
+
+test: setup sysdeps
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

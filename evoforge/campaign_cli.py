@@ -1,0 +1,155 @@
+"""``evoforge run``: a campaign from a TOML config, flags overriding it; ``--resume RUN_DIR`` continues one."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from evoforge.config import (
+    CampaignConfig,
+    TaskConfig,
+    load_config,
+    resolved_config_from_file,
+    validate_config,
+)
+from evoforge.core import UsageError
+from evoforge.task import parse_assignments, parse_shapes
+
+
+def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignConfig:
+    simple = {"out": "out", "budget_evals": "budget_evals", "budget_minutes": "budget_minutes",
+              "backend": "backend", "storage": "storage", "ray_address": "ray_address", "strategy": "strategy",
+              "arch": "arch", "seed": "seed", "workers": "workers", "name": "name", "timeout": "timeout_s",
+              "trials": "trials"}
+    for flag, key in simple.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            setattr(config, key, value)
+    if args.operators:
+        config.operators = [o.strip() for o in args.operators.split(",") if o.strip()]
+    if args.no_kb:
+        config.knowledge = False
+    if args.task:
+        config.tasks = [TaskConfig(spec=t) for t in args.task]
+    if args.seed_kernel:
+        if len(config.tasks) > 1 and not args.task:
+            raise UsageError("--seed-kernel with several tasks in the config: give --task T for the one it seeds")
+        for t in config.tasks:
+            t.seed_kernel = str(Path(args.seed_kernel).resolve())
+    overrides: dict[str, Any] = {}
+    for item in args.set or []:
+        overrides.update(parse_assignments(item, flag="--set"))
+    shapes = parse_shapes(args.shapes) if args.shapes else None
+    for t in config.tasks:
+        t.set = {**t.set, **overrides}
+        if shapes is not None:
+            t.shapes = shapes
+    for flag, key in {"llm_base_url": "base_url", "llm_model": "model", "llm_api_key_env": "api_key_env"}.items():
+        value = getattr(args, flag, None)
+        if value:
+            setattr(config.llm, key, value)
+    if args.llm_model and not args.operators and "llm" not in " ".join(config.operators):
+        config.operators = [*config.operators, "llm"]
+    validate_config(config, "flags")
+    return config
+
+
+def print_leaderboard(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"campaign {summary['campaign']} on {summary['backend']} ({summary['arch']})")
+    for col in ("task", "evals", "ok", "best speedup", "best ms", "ref ms", "% floor", "by", "failures"):
+        table.add_column(col)
+    interpreted = False
+    for name, t in summary["tasks"].items():
+        statuses = t["statuses"]
+        failures = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()) if k != "ok") or "-"
+        best = t["best_speedup"]
+        interpreted |= t.get("timing_representative") is False
+        table.add_row(name, str(t["evaluations"]), str(statuses.get("ok", 0)),
+                      f"{best:.3g}x" if best else "-",
+                      f"{t['best_runtime_ms']:.4g}" if t["best_runtime_ms"] else "-",
+                      f"{t['ref_ms']:.4g}" if t["ref_ms"] else "-",
+                      f"{t['best_pct_of_floor']:.0f}%" if t.get("best_pct_of_floor") else "-",
+                      t["best_operator"] or "-", failures)
+    console.print(table)
+    if interpreted:
+        console.print("[yellow]Times come from the Triton interpreter on the CPU: they check correctness, "
+                      "not GPU speed.[/yellow]")
+    run_dir = summary["run_dir"]
+    console.print(f"Best kernels: {run_dir}/best/   Record: {run_dir}/optuna.db\n"
+                  f"Next: evoforge report {run_dir}   |   evoforge dashboard {run_dir}   |   "
+                  f"evoforge run --resume {run_dir} --budget-evals N", highlight=False)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from evoforge.campaign import Campaign
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.resume:
+        run_dir = Path(args.resume)
+        if not (run_dir / "config.json").is_file():
+            raise UsageError(f"--resume {run_dir}: no config.json there (not a run directory)")
+        if args.config:
+            raise UsageError("--resume takes its config from the run directory; drop the CONFIG argument")
+        config = resolved_config_from_file(run_dir / "config.json")
+        config.out = str(run_dir)
+        config = apply_flags(config, args) if _any_override(args) else config
+    else:
+        config = apply_flags(load_config(args.config), args)
+    campaign = Campaign(config, resume=bool(args.resume), progress=not args.quiet)
+    try:
+        campaign.setup()
+        if args.resume:
+            campaign.restore()
+        summary = asyncio.run(campaign.run())
+    finally:
+        campaign.close()
+    if args.json:
+        import json
+
+        print(json.dumps(summary, default=str))
+    else:
+        print_leaderboard(summary)
+    return 0
+
+
+def _any_override(args: argparse.Namespace) -> bool:
+    return any(getattr(args, k, None) not in (None, False, []) for k in (
+        "budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout"))
+
+
+def add_subparser(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a campaign (evolution + Bayesian tuning, recorded in Optuna)")
+    p.add_argument("config", nargs="?", help="campaign TOML (e.g. experiments/quickstart.toml)")
+    p.add_argument("--task", action="append", help="task file or L1/23 (repeatable; replaces the config's tasks)")
+    p.add_argument("--seed-kernel", help="starting kernel (a module defining ModelNew)")
+    p.add_argument("--out", help="run directory (default runs/<name>)")
+    p.add_argument("--name", help="campaign name (studies are named <name>/<task>)")
+    p.add_argument("--budget-evals", type=int, help="evaluations per task")
+    p.add_argument("--budget-minutes", type=float, help="wall-clock budget of the whole campaign")
+    p.add_argument("--backend", help="auto, cuda, xpu or interpreter")
+    p.add_argument("--arch", help="knowledge-base arch (default: the device's)")
+    p.add_argument("--set", action="append", metavar="K=V", help="override a task constant (all tasks)")
+    p.add_argument("--shapes", help='extra correctness shapes for all tasks: "batch_size=3,dim=777;..."')
+    p.add_argument("--storage", help="Optuna RDB URL (default sqlite:///RUN_DIR/optuna.db)")
+    p.add_argument("--ray-address", help="join an existing Ray cluster (default: start Ray locally)")
+    p.add_argument("--strategy", help="search strategy (default: default)")
+    p.add_argument("--operators", help="comma-separated operators: params, rule, llm, llm-repair, ...")
+    p.add_argument("--seed", type=int, help="random seed of the campaign")
+    p.add_argument("--workers", type=int, help="evaluation actors (default: one per GPU, 2 on the interpreter)")
+    p.add_argument("--timeout", type=float, help="seconds before one evaluation is killed")
+    p.add_argument("--trials", type=int, help="correctness trials per candidate")
+    p.add_argument("--no-kb", action="store_true", help="turn the knowledge base off (ablation)")
+    p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, LiteLLM, OpenAI)")
+    p.add_argument("--llm-model", help="model name; turns the LLM operators on")
+    p.add_argument("--llm-api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a campaign from its run directory")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    p.set_defaults(func=cmd_run)

@@ -1,0 +1,216 @@
+"""Campaign configuration: a TOML file, overridden by flags, checked before anything starts.
+
+A config holds only plain values (no live objects), so the resolved config is written to the run directory
+as it is and ``--resume`` reads it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evoforge.core import UsageError
+
+DEFAULT_OPERATORS = ["params", "rule"]
+
+
+@dataclass
+class TaskConfig:
+    spec: str
+    set: dict[str, Any] = field(default_factory=dict)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+    seed_kernel: str = ""  # a candidate file; empty: the template that serves this task
+    floor_passes: float | None = None
+    allow_ops: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LLMConfig:
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.7
+    max_tokens: int = 4096
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    concurrency: int = 4
+    models: list[dict[str, Any]] = field(default_factory=list)  # [{name = "...", weight = 1.0}] ensemble
+    budget_tokens: int = 0  # 0: no limit
+    budget_usd: float = 0.0
+    prices: dict[str, list[float]] = field(default_factory=dict)  # model -> [usd per 1M prompt, completion]
+    cache_dir: str = ""  # empty: RUN_DIR/llm-cache
+    delay_feedback: bool = True  # performance figures enter prompts only once a lineage's structure settled
+    feedback_after: int = 2
+    repair_attempts: int = 3
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.model or self.models)
+
+
+@dataclass
+class CampaignConfig:
+    name: str = "campaign"
+    out: str = ""  # run directory; empty: runs/<name>
+    backend: str = "auto"
+    arch: str = ""  # knowledge-base arch; empty: the device's
+    seed: int = 0
+    workers: int = 0  # evaluation actors; 0: one per GPU, or 2 on the interpreter
+    budget_evals: int = 50  # per task
+    budget_minutes: float = 0.0  # whole campaign; 0: no limit
+    strategy: str = "default"
+    operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))
+    storage: str = ""  # Optuna RDB URL; empty: sqlite:///RUN_DIR/optuna.db
+    ray_address: str = ""  # empty: start Ray locally
+    timeout_s: float = 120.0
+    trials: int = 3
+    timing_budget_ms: float = 1000.0
+    knowledge: bool = True
+    cache_dir: str = ""  # result cache shared between runs; empty: RUN_DIR/cache
+    tasks: list[TaskConfig] = field(default_factory=list)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+
+    def run_dir(self) -> Path:
+        return Path(self.out or f"runs/{self.name}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True))
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str, source: str) -> Any:
+    """Check a TOML value against a field's type; ints are accepted where floats are expected."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(tp):
+            if option is type(None) and value is None:
+                return None
+            try:
+                return _coerce(value, option, where, source)
+            except UsageError:
+                continue
+        raise UsageError(f"{source}: {where} = {value!r} has the wrong type (expected {tp})")
+    if origin is list:
+        if not isinstance(value, list):
+            raise UsageError(f"{source}: {where} must be a list, got {type(value).__name__}")
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_coerce(v, item, f"{where}[{i}]", source) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise UsageError(f"{source}: {where} must be a table, got {type(value).__name__}")
+        return dict(value)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise UsageError(f"{source}: {where} must be a table")
+        return _build(tp, value, where, source)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float) and isinstance(value, bool):
+        raise UsageError(f"{source}: {where} must be a {_type_name(tp)}, got a boolean")
+    if not isinstance(value, tp):
+        raise UsageError(f"{source}: {where} must be a {_type_name(tp)}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _build(cls: type, table: dict[str, Any], where: str, source: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise UsageError(f"{source}: unknown key {prefix}{unknown[0]} (known: {', '.join(sorted(known))})")
+    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k, source) for k, v in table.items()}
+    if cls is TaskConfig and "spec" not in kwargs:
+        raise UsageError(f"{source}: {where} needs spec = \"<task file or L1/23>\"")
+    return cls(**kwargs)
+
+
+def _normalize_task(entry: Any, i: int, source: str) -> dict[str, Any]:
+    if isinstance(entry, str):
+        return {"spec": entry}
+    if not isinstance(entry, dict):
+        raise UsageError(f"{source}: tasks[{i}] must be a task spec string or a table")
+    entry = dict(entry)
+    if isinstance(entry.get("shapes"), str):
+        from evoforge.task import parse_shapes
+
+        entry["shapes"] = parse_shapes(entry["shapes"])
+    return entry
+
+
+def load_config(path: str | None) -> CampaignConfig:
+    """Read a campaign TOML. ``[campaign]`` keys, ``[[tasks]]`` and ``[llm]``; every mistake is one line."""
+    if not path:
+        return CampaignConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"config {path}: file not found")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"config {path}: not valid TOML ({e})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"config {path}: not a text file") from None
+    return config_from_dict(data, source=f"config {path}", base_dir=p.parent)
+
+
+def config_from_dict(data: dict[str, Any], *, source: str, base_dir: Path | None = None) -> CampaignConfig:
+    data = dict(data)
+    unknown = sorted(set(data) - {"campaign", "tasks", "llm"})
+    if unknown:
+        raise UsageError(f"{source}: unknown section [{unknown[0]}] (known: [campaign], [[tasks]], [llm])")
+    table = dict(data.get("campaign", {}))
+    if "tasks" in table or "llm" in table:
+        raise UsageError(f"{source}: put tasks in [[tasks]] and LLM settings in [llm], not under [campaign]")
+    table["tasks"] = [_normalize_task(t, i, source) for i, t in enumerate(data.get("tasks", []))]
+    table["llm"] = data.get("llm", {})
+    config = _build(CampaignConfig, table, "", source)
+    if base_dir is not None:  # paths in a config are relative to the config file, as a user expects
+        for task in config.tasks:
+            if task.seed_kernel and not Path(task.seed_kernel).is_absolute():
+                task.seed_kernel = str((base_dir / task.seed_kernel).resolve())
+            spec_path = base_dir / task.spec
+            if spec_path.exists():
+                task.spec = str(spec_path.resolve())
+    validate_config(config, source)
+    return config
+
+
+def validate_config(config: CampaignConfig, source: str) -> None:
+    if config.budget_evals < 1:
+        raise UsageError(f"{source}: budget_evals must be at least 1")
+    if config.budget_minutes < 0:
+        raise UsageError(f"{source}: budget_minutes must be >= 0 (0: no time limit)")
+    if config.trials < 1:
+        raise UsageError(f"{source}: trials must be at least 1")
+    if config.timeout_s <= 0:
+        raise UsageError(f"{source}: timeout_s must be positive")
+    if config.workers < 0:
+        raise UsageError(f"{source}: workers must be >= 0 (0: automatic)")
+    if not config.name or "/" in config.name:
+        raise UsageError(f"{source}: name must be non-empty and contain no '/' (studies are named <name>/<task>)")
+
+
+def resolved_config_from_file(path: Path) -> CampaignConfig:
+    """The config a run directory was started with (``RUN_DIR/config.json``)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"--resume: cannot read {path} ({e.__class__.__name__}); is this a run directory?") from None
+    tasks = data.pop("tasks", [])
+    llm = data.pop("llm", {})
+    return config_from_dict({"campaign": data, "tasks": tasks, "llm": llm}, source=str(path))

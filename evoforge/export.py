@@ -1,0 +1,75 @@
+"""Export the best kernel of a task as a standalone module, never slower than its seed or the reference."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from evoforge.core import Candidate, EvalResult
+from evoforge.task import Task
+
+
+def bake_params(source: str, params: dict[str, Any]) -> str:
+    """Replace the module's ``PARAMS = {...}`` literal with the tuned values, so the file stands alone."""
+    if not params:
+        return source
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "PARAMS"):
+            try:
+                defaults = ast.literal_eval(node.value)
+            except ValueError:
+                break
+            merged = {**defaults, **params} if isinstance(defaults, dict) else dict(params)
+            start, end = node.lineno - 1, node.end_lineno or node.lineno
+            return "".join(lines[:start]) + f"PARAMS = {merged!r}\n" + "".join(lines[end:])
+    return source
+
+
+def task_slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def export_best(run_dir: Path, task: Task, best: tuple[Candidate, EvalResult] | None, seed: Candidate,
+                seed_result: EvalResult | None) -> dict[str, Any]:
+    """Write ``RUN_DIR/best/<task>.py`` and ``.json``.
+
+    The exported kernel is the fastest correct one, the seed included, so it is never slower than the seed.
+    When even that is slower than the PyTorch reference, the export says so: keep the reference.
+    """
+    out_dir = run_dir / "best"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = task_slug(task.name)
+    info: dict[str, Any] = {"task": task.name}
+    if best is None:
+        info.update(recommendation="reference", reason="no correct kernel was found; keep the PyTorch reference")
+        (out_dir / f"{slug}.json").write_text(json.dumps(info, indent=2))
+        return info
+    candidate, result = best
+    beats_reference = result.speedup is not None and result.speedup > 1.0
+    info.update(candidate_id=candidate.id, operator=candidate.operator, params=candidate.params,
+                speedup=result.speedup, runtime_ms=result.runtime_ms, ref_ms=result.ref_ms,
+                pct_of_floor=result.pct_of_floor, timing_representative=result.timing_representative,
+                seed_speedup=seed_result.speedup if seed_result and seed_result.ok else None,
+                recommendation="kernel" if beats_reference else "reference")
+    if not beats_reference:
+        info["reason"] = (f"the fastest correct kernel runs at {result.speedup:.3g}x the PyTorch reference: "
+                          "keep the reference")
+    if not result.timing_representative:
+        info["note"] = "timed on the Triton interpreter: the speedup says nothing about a GPU"
+    header = (f"# evoforge: best kernel for {task.name}\n"
+              f"# speedup {result.speedup:.4g}x over the PyTorch reference "
+              f"({result.runtime_ms:.4g} ms vs {result.ref_ms:.4g} ms on {result.backend}, {result.arch})\n"
+              + ("" if beats_reference else "# NOT faster than the reference: keep the reference.\n")
+              + ("# timed on the Triton interpreter: not representative of a GPU\n"
+                 if not result.timing_representative else "")
+              + f"# candidate {candidate.id}, operator {candidate.operator}, params {candidate.params}\n")
+    (out_dir / f"{slug}.py").write_text(header + bake_params(candidate.source, candidate.params))
+    info["file"] = str(out_dir / f"{slug}.py")
+    (out_dir / f"{slug}.json").write_text(json.dumps(info, indent=2, default=str))
+    return info

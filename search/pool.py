@@ -1,0 +1,156 @@
+"""The evaluation pool: one Ray actor per device, results consumed as they finish.
+
+Each actor owns a sandboxed evaluation process (backends/sandbox.py), so a hung or crashed candidate costs
+only that process. An actor that dies itself (killed from outside, out of memory) is replaced and its
+candidate recorded as ``crashed``; one that does not answer well past the timeout is killed and replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.task import Task
+
+
+def init_ray(address: str = "", *, num_cpus: int | None = None) -> None:
+    """Join a cluster when given an address; else start Ray embedded, with token auth off for that start only."""
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, log_to_driver=False)
+        return
+    previous = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    finally:
+        if previous is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = previous
+
+
+@ray.remote
+class EvalActor:
+    """Evaluates one candidate at a time on the device Ray gave it."""
+
+    def __init__(self, evaluator_kwargs: dict[str, Any]) -> None:
+        from evoforge.backends.chain import ChainOptions
+        from evoforge.backends.evaluator import Evaluator
+
+        kwargs = dict(evaluator_kwargs)
+        kwargs["options"] = ChainOptions.from_dict(kwargs.get("options", {}))
+        self.evaluator = Evaluator(**kwargs)
+
+    def evaluate(self, task: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
+        result = self.evaluator.evaluate(Task.from_dict(task), Candidate.from_dict(candidate))
+        return result.to_dict()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def shutdown(self) -> None:
+        self.evaluator.close()
+
+
+@dataclass
+class _Slot:
+    actor: Any
+    busy: Any = None  # ObjectRef of the evaluation in flight
+    job: tuple[Any, Task, Candidate] | None = None
+    started: float = 0.0
+    restarts: int = 0
+    tag: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class EvalPool:
+    """A fixed set of actors; ``submit`` to a free one, ``poll`` for finished results."""
+
+    def __init__(self, *, size: int, evaluator_kwargs: dict[str, Any], num_gpus: float = 0.0,
+                 timeout_s: float = 120.0, grace_s: float = 120.0) -> None:
+        self.evaluator_kwargs = evaluator_kwargs
+        self.num_gpus = num_gpus
+        self.timeout_s = timeout_s
+        self.grace_s = grace_s  # startup of a fresh evaluation process (imports) on top of the timeout
+        self.slots = [_Slot(actor=self._new_actor(), tag=f"worker-{i}") for i in range(size)]
+
+    def _new_actor(self) -> Any:
+        options: dict[str, Any] = {"num_cpus": 1}
+        if self.num_gpus:
+            options["num_gpus"] = self.num_gpus
+        return EvalActor.options(**options).remote(self.evaluator_kwargs)
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+    def free(self) -> int:
+        return sum(1 for s in self.slots if s.busy is None)
+
+    def in_flight(self) -> int:
+        return self.size - self.free()
+
+    def submit(self, key: Any, task: Task, candidate: Candidate) -> str:
+        slot = next(s for s in self.slots if s.busy is None)
+        slot.busy = slot.actor.evaluate.remote(task.to_dict(), candidate.to_dict())
+        slot.job = (key, task, candidate)
+        slot.started = time.monotonic()
+        return slot.tag
+
+    def _replace_actor(self, slot: _Slot) -> None:
+        try:
+            ray.kill(slot.actor, no_restart=True)
+        except Exception:
+            pass
+        slot.actor = self._new_actor()
+        slot.restarts += 1
+
+    def poll(self, timeout_s: float = 0.1) -> list[tuple[Any, Candidate, EvalResult, str]]:
+        """Finished evaluations as (key, candidate, result, worker tag); waits at most ``timeout_s``."""
+        refs = [s.busy for s in self.slots if s.busy is not None]
+        if not refs:
+            return []
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        ready_set = set(ready)
+        out = []
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.busy is None:
+                continue
+            assert slot.job is not None
+            key, _task, candidate = slot.job
+            if slot.busy in ready_set:
+                try:
+                    result = EvalResult.from_dict(ray.get(slot.busy))
+                except ray.exceptions.RayActorError as e:
+                    result = EvalResult.failure(EvalStatus.CRASHED, f"the evaluation actor died: {str(e)[:500]}")
+                    self._replace_actor(slot)
+                except ray.exceptions.RayTaskError as e:
+                    result = EvalResult.failure(EvalStatus.CRASHED, f"the evaluation actor failed: {str(e)[-800:]}")
+            elif now - slot.started > self.timeout_s + self.grace_s:
+                result = EvalResult.failure(EvalStatus.TIMEOUT, f"no answer from the evaluation actor after "
+                                            f"{now - slot.started:.0f} s; the actor was killed and replaced")
+                self._replace_actor(slot)
+            else:
+                continue
+            out.append((key, candidate, result, slot.tag))
+            slot.busy, slot.job = None, None
+        return out
+
+    def shutdown(self) -> None:
+        for slot in self.slots:
+            try:
+                ray.get(slot.actor.shutdown.remote(), timeout=10)
+            except Exception:
+                pass
+            try:
+                ray.kill(slot.actor, no_restart=True)
+            except Exception:
+                pass

@@ -1,0 +1,234 @@
+"""The Optuna record: one study per (campaign, task), one finished trial per evaluated candidate.
+
+Trials are written finished (``create_new_trial`` with a complete template), never left RUNNING: a kill -9
+loses only what was in flight. Candidates are written to ``RUN_DIR/candidates`` before their trial, so a
+trial always has its candidate; sources, prompts and replies are also Optuna artifacts for the dashboard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
+
+MESSAGE_LIMIT = 4000
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write then rename: a reader (or a resume after kill -9) sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _distribution(name: str, value: Any, space: dict[str, list[Any]]) -> BaseDistribution | None:
+    """A distribution Optuna accepts for this value; ranges may differ between structures, kinds may not."""
+    choices = space.get(name) or [value]
+    if isinstance(value, bool):
+        return CategoricalDistribution([False, True])
+    if isinstance(value, int) and all(isinstance(c, int) and not isinstance(c, bool) for c in choices):
+        return IntDistribution(min(min(choices), value), max(max(choices), value))
+    if isinstance(value, float | int) and all(isinstance(c, float | int) for c in choices):
+        return FloatDistribution(float(min(min(choices), value)), float(max(max(choices), value)))
+    return None  # strings and others: kept in user_attrs["params"] only
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """An RDB storage, with a one-line error when it does not connect."""
+    try:
+        if url.startswith("sqlite:///"):
+            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            # A longer busy timeout: two processes on one SQLite study wait for the lock instead of failing.
+            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+    except Exception as e:
+        reason = str(e).splitlines()[0][:300]
+        raise UsageError(f"--storage {redact_url(url)}: cannot connect ({e.__class__.__name__}: {reason})") from None
+
+
+def redact_url(url: str) -> str:
+    """Hide a password in a database URL before it reaches a message or a file."""
+    if "://" in url and "@" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}"
+    return url
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    number: int
+    candidate: Candidate
+    result: EvalResult
+    user_attrs: dict[str, Any]
+
+
+class Store:
+    """Records results of one campaign; loads them back for ``--resume`` and reports."""
+
+    def __init__(self, *, run_dir: Path, campaign: str, storage_url: str = "") -> None:
+        self.run_dir = Path(run_dir)
+        self.campaign = campaign
+        self.storage_url = storage_url or f"sqlite:///{(self.run_dir / 'optuna.db').resolve()}"
+        self.storage = open_storage(self.storage_url)
+        self.candidates_dir = self.run_dir / "candidates"
+        self.candidates_dir.mkdir(parents=True, exist_ok=True)
+        self.artifacts = FileSystemArtifactStore(str(self.run_dir / "artifacts"))
+        (self.run_dir / "artifacts").mkdir(parents=True, exist_ok=True)
+        self._studies: dict[str, optuna.Study] = {}
+
+    def study_name(self, task_name: str) -> str:
+        return f"{self.campaign}/{task_name}"
+
+    def study(self, task_name: str, *, note: str = "") -> optuna.Study:
+        if task_name not in self._studies:
+            study = optuna.create_study(study_name=self.study_name(task_name), storage=self.storage,
+                                        direction="maximize", load_if_exists=True)
+            study.set_metric_names(["speedup"])
+            study.set_user_attr("campaign", self.campaign)
+            study.set_user_attr("task", task_name)
+            self._studies[task_name] = study
+        return self._studies[task_name]
+
+    def save_candidate(self, candidate: Candidate) -> None:
+        path = self.candidates_dir / f"{candidate.id}.json"
+        if not path.exists():
+            atomic_write(path, json.dumps(candidate.to_dict()))
+
+    def load_candidate(self, candidate_id: str) -> Candidate | None:
+        path = self.candidates_dir / f"{candidate_id}.json"
+        try:
+            return Candidate.from_dict(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def record(self, task_name: str, candidate: Candidate, result: EvalResult, *,
+               extra_attrs: dict[str, Any] | None = None) -> int:
+        """One finished trial. Returns its number."""
+        self.save_candidate(candidate)
+        study = self.study(task_name)
+        params, distributions = {}, {}
+        for name, value in candidate.params.items():
+            dist = _distribution(name, value, candidate.space)
+            if dist is not None:
+                params[name], distributions[name] = value, dist
+        meta = candidate.meta
+        attrs: dict[str, Any] = {
+            "status": str(result.status), "message": result.message[:MESSAGE_LIMIT],
+            "operator": candidate.operator, "stage": candidate.stage, "parents": list(candidate.parents),
+            "candidate_id": candidate.id, "structure_id": candidate.structure_id,
+            "runtime_ms": result.runtime_ms, "ref_ms": result.ref_ms, "speedup": result.speedup,
+            "max_abs_err": result.max_abs_err, "criterion": result.criterion, "pct_of_floor": result.pct_of_floor,
+            "below_floor": result.below_floor, "timing_representative": result.timing_representative,
+            "backend": result.backend, "arch": result.arch, "eval_s": result.eval_s, "cached": result.cached,
+            "params": json.dumps(candidate.params, sort_keys=True, default=str),
+            "recorded_at": time.time(),
+        }
+        for key in ("model", "prompt_tokens", "completion_tokens", "cost_usd"):
+            if key in meta:
+                attrs[key] = meta[key]
+        attrs.update(extra_attrs or {})
+        # Created RUNNING so the artifacts can attach, then finished at once. A kill in between leaves a
+        # RUNNING trial that already holds its result: ``close_interrupted`` finishes it as recorded.
+        trial = optuna.trial.create_trial(
+            state=TrialState.RUNNING, params=params, distributions=distributions, user_attrs=attrs,
+            system_attrs={"evoforge:result": json.dumps(_json_safe(result.to_dict()))})
+        study_id = self.storage.get_study_id_from_name(study.study_name)
+        trial_id = self.storage.create_new_trial(study_id, template_trial=trial)
+        try:
+            self._upload_artifacts(trial_id, candidate)
+        finally:
+            self._finish(trial_id, result)
+        return self.storage.get_trial_number_from_id(trial_id)
+
+    def _finish(self, trial_id: int, result: EvalResult) -> None:
+        ok = result.status is EvalStatus.OK and result.speedup is not None
+        if ok:
+            self.storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [float(result.speedup)])
+        else:
+            self.storage.set_trial_state_values(trial_id, TrialState.FAIL)
+
+    def _upload_artifacts(self, trial_id: int, candidate: Candidate) -> None:
+        frozen = self.storage.get_trial(trial_id)
+        files = {"source.py": candidate.source}
+        if "prompt" in candidate.meta:
+            files["prompt.md"] = _render_prompt(candidate.meta["prompt"])
+        if "reply" in candidate.meta:
+            files["reply.md"] = str(candidate.meta["reply"])
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in files.items():
+                path = Path(tmp) / name
+                path.write_text(text)
+                upload_artifact(artifact_store=self.artifacts, file_path=str(path), study_or_trial=frozen,
+                                storage=self.storage)
+
+    def close_interrupted(self) -> int:
+        """Close trials left RUNNING by a writer that died (as FAIL with the reason); returns how many."""
+        closed = 0
+        for study in self._all_studies():
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+                raw = t.system_attrs.get("evoforge:result")
+                if raw is not None:  # evaluated and recorded; only its artifacts were cut short
+                    self._finish(t._trial_id, EvalResult.from_dict(json.loads(raw)))
+                else:
+                    self.storage.set_trial_user_attr(t._trial_id, "status", "crashed")
+                    self.storage.set_trial_user_attr(t._trial_id, "message",
+                                                     "interrupted: the campaign stopped while this trial ran")
+                    self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+                closed += 1
+        return closed
+
+    def _all_studies(self) -> Iterator[optuna.Study]:
+        for summary in optuna.get_all_study_summaries(self.storage, include_best_trial=False):
+            if summary.study_name.startswith(self.campaign + "/"):
+                yield optuna.load_study(study_name=summary.study_name, storage=self.storage)
+
+    def load(self, task_name: str) -> list[StoredTrial]:
+        """Every finished trial of a task, in order, with its candidate and result."""
+        study = self.study(task_name)
+        out = []
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+            attrs = dict(t.user_attrs)
+            candidate = self.load_candidate(attrs.get("candidate_id", ""))
+            raw = t.system_attrs.get("evoforge:result")
+            if candidate is None or raw is None:
+                continue
+            out.append(StoredTrial(t.number, candidate, EvalResult.from_dict(json.loads(raw)), attrs))
+        return out
+
+
+def _render_prompt(messages: Any) -> str:
+    if isinstance(messages, list):
+        return "\n\n".join(f"## {m.get('role', '?')}\n\n{m.get('content', '')}" for m in messages if isinstance(m, dict))
+    return str(messages)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
