@@ -1,0 +1,53 @@
+"""The knowledge base: hardware specs and rules as data, stage guidance, seed templates, and the validators
+that enforce hard rules in three places (before compile, in the Optuna space, in the LLM prompt).
+
+Public API::
+
+    arch_names() -> list[str]
+    load_arch(arch) -> dict
+    ceilings(arch, *, device=None) -> {"bandwidth_gbs", "peak_tflops": {fp32, tf32, bf16, fp16}, ...}
+    hardware_summary(arch) -> str
+    rules(arch=None, stage=None, triton_version=None) -> list[Rule]
+    hard_rule_prompt(arch, triton_version=None) -> str
+    stages() -> list[Stage];  analyze(source, arch=None) -> list[str]
+    validate(candidate, arch, *, triton_version=None) -> list[Violation]
+    is_legal(params, arch, *, source=None, ...) -> (bool, list[Violation])
+    legal_configs(space, arch, *, source=None, elem_bytes=None, ...) -> list[dict]
+    allowed_input_precisions(arch, dtype) -> list[str]
+    template_names() / template_source(name)
+
+An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
+"""
+
+from evoforge.knowledge.hardware import arch_names, ceilings, hardware_summary, load_arch, resolve_arch
+from evoforge.knowledge.legality import is_legal, legal_configs, validate
+from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype
+from evoforge.knowledge.rulebook import STAGE_NAMES, Rule, Severity, hard_rule_prompt, rules
+from evoforge.knowledge.seed_templates import template_names, template_source
+from evoforge.knowledge.stages import Stage, analyze, analyze_signs, stages
+from evoforge.knowledge.validators import Violation
+
+__all__ = [
+    "STAGE_NAMES",
+    "Rule",
+    "Severity",
+    "Stage",
+    "Violation",
+    "allowed_input_precisions",
+    "analyze",
+    "analyze_signs",
+    "arch_names",
+    "ceilings",
+    "hard_rule_prompt",
+    "hardware_summary",
+    "infer_task_dtype",
+    "is_legal",
+    "legal_configs",
+    "load_arch",
+    "resolve_arch",
+    "rules",
+    "stages",
+    "template_names",
+    "template_source",
+    "validate",
+]

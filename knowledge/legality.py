@@ -1,0 +1,131 @@
+"""Hard rules applied: to a candidate (``validate``), to one parameter set (``is_legal``), and to a whole search
+space (``legal_configs``), so that Optuna never samples a config that cannot fit and no GPU time goes to it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from evoforge.knowledge.hardware import resolve_arch
+from evoforge.knowledge.precision import dtype_bytes
+from evoforge.knowledge.rulebook import Rule, installed_triton_version, rules
+from evoforge.knowledge.source_model import SourceModel, parse
+from evoforge.knowledge.validators import VALIDATORS, Check, Violation
+
+from evoforge.core import Candidate
+
+
+def _rules_in_force(arch: str, triton_version: str | None, *, hard_only: bool) -> list[Rule]:
+    """Versioned rules need a version: the one given, else the installed Triton's; with neither they are left
+    out rather than guessed."""
+    version = triton_version or installed_triton_version()
+    chosen = [r for r in rules(arch, triton_version=version) if r.validator and (r.hard or not hard_only)]
+    if version is None:
+        chosen = [r for r in chosen if not r.triton]
+    return chosen
+
+
+def _run(check: Check, chosen: list[Rule]) -> list[Violation]:
+    cache: dict[str, list[Any]] = {}
+    out: list[Violation] = []
+    for rule in chosen:
+        fn = VALIDATORS.get(rule.validator)
+        if fn is None:
+            raise LookupError(f"rule {rule.id} names validator {rule.validator!r}, which does not exist")
+        if rule.validator not in cache:
+            cache[rule.validator] = list(fn(check))
+        out += [Violation(rule.id, str(rule.severity), f.message, f.line) for f in cache[rule.validator]]
+    out.sort(key=lambda v: (v.severity != "hard", v.line or 0, v.rule))
+    return out
+
+
+def _meta_elem_bytes(meta: dict[str, Any]) -> int | None:
+    if isinstance(meta.get("elem_bytes"), int):
+        return int(meta["elem_bytes"])
+    return dtype_bytes(meta["dtype"]) if meta.get("dtype") else None
+
+
+def validate(candidate: Candidate | str, arch: str, *, triton_version: str | None = None) -> list[Violation]:
+    """Every rule ``candidate`` breaks on ``arch``, hard ones first, read statically from its source and params.
+
+    ``triton_version`` picks the versioned rules (``tl.make_block_ptr`` is hard from 3.7); the installed Triton's
+    when None. A source that does not parse yields nothing here: the static check reports it. The dot operands'
+    element size comes from the source's casts, else ``candidate.meta["dtype"]`` / ``["elem_bytes"]``, else 2.
+    """
+    key = resolve_arch(arch)
+    if isinstance(candidate, str):
+        candidate = Candidate.from_source(candidate)
+    try:
+        model = parse(candidate.source)
+    except (SyntaxError, ValueError):
+        return []
+    check = Check(
+        arch=key,
+        params=model.merged_params(candidate.params),
+        model=model,
+        space=candidate.space or model.space,
+        triton_version=triton_version,
+        elem_bytes=_meta_elem_bytes(candidate.meta),
+    )
+    return _run(check, _rules_in_force(key, triton_version, hard_only=False))
+
+
+def _check_params(
+    params: dict[str, Any],
+    key: str,
+    model: SourceModel | None,
+    chosen: list[Rule],
+    elem_bytes: int | None,
+    triton_version: str | None,
+) -> list[Violation]:
+    check = Check(
+        arch=key,
+        params=model.merged_params(params) if model is not None else dict(params),
+        model=model,
+        space=model.space if model is not None else {},
+        triton_version=triton_version,
+        elem_bytes=elem_bytes,
+    )
+    return _run(check, chosen)
+
+
+def is_legal(
+    params: dict[str, Any],
+    arch: str,
+    *,
+    source: str | None = None,
+    elem_bytes: int | None = None,
+    triton_version: str | None = None,
+) -> tuple[bool, list[Violation]]:
+    """Whether ``params`` break no hard rule of ``arch``, and the hard violations if they do.
+
+    With ``source`` the params are bound into the kernel the way the evaluator injects them (PARAMS updated);
+    without it only what the names say is judged (num_warps, grf_mode, BLOCK_M/N/K x num_stages).
+    """
+    key = resolve_arch(arch)
+    model = parse(source) if source is not None else None
+    violations = _check_params(params, key, model, _rules_in_force(key, triton_version, hard_only=True),
+                               elem_bytes, triton_version)
+    return not violations, violations
+
+
+def legal_configs(
+    space: dict[str, list[Any]],
+    arch: str,
+    *,
+    source: str | None = None,
+    elem_bytes: int | None = None,
+    triton_version: str | None = None,
+) -> list[dict[str, Any]]:
+    """Every config of the product of ``space`` that breaks no hard rule of ``arch``, in product order."""
+    key = resolve_arch(arch)
+    model = parse(source) if source is not None else None
+    chosen = _rules_in_force(key, triton_version, hard_only=True)
+    names = list(space)
+    out = []
+    for values in itertools.product(*(space[n] for n in names)):
+        config = dict(zip(names, values, strict=True))
+        if not _check_params(config, key, model, chosen, elem_bytes, triton_version):
+            out.append(config)
+    return out

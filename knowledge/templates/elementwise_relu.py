@@ -1,0 +1,38 @@
+"""ReLU, elementwise: one read, one write; the kernel is a bandwidth test.
+
+Seed for level1/19_ReLU. A 1-D grid of BLOCK-element tiles over the flattened tensor, int64 offsets
+(4096 x 393216 = 1.6e9 elements sits just under int32's limit; any larger shape would wrap), every tail masked.
+On an H200, 4096-8192 elements per program with 4-8 warps (16-32 elements, i.e. 4-8 16-byte vectors per
+thread) keeps enough bytes in flight to stream at ~90% of HBM bandwidth.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+SPACE = {"BLOCK": [1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]}
+PARAMS = {"BLOCK": 4096, "num_warps": 8}
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, eviction_policy="evict_first")
+    y = tl.where(x > 0, x, 0.0)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        block = PARAMS["BLOCK"]
+        relu_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block, num_warps=PARAMS["num_warps"])
+        return y
