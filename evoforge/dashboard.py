@@ -1,0 +1,122 @@
+"""``evoforge dashboard RUN_DIR``: optuna-dashboard on a run's record, with its artifacts.
+
+Every trial's source (and an LLM child's prompt and reply) is an Optuna artifact in ``RUN_DIR/artifacts``;
+serving the dashboard with that artifact store makes each one open in the browser. Before serving, each
+study gets a Markdown note saying what it is (campaign, task, hardware, versions, budget) and how to read it,
+so a study seen on its own in a shared PostgreSQL record still explains itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+
+from evoforge.core import UsageError
+from evoforge.report import INTERPRETER_NOTE, RunRecord, open_run, task_stats
+
+NOTE_MARKER = "<!-- evoforge note -->"
+
+
+def study_note(run: RunRecord, task: str) -> str:
+    """The Markdown note of one study (the dashboard renders it above the study's charts)."""
+    cfg = run.config
+    llm = cfg.get("llm") or {}
+    df = run.trials.get(task, pd.DataFrame())
+    stats = task_stats(df) if not df.empty else {}
+    versions: dict[str, str] = {}
+    devices: set[str] = set()
+    if not df.empty:
+        for v in df["versions"]:
+            if isinstance(v, dict):
+                versions.update({k: str(x) for k, x in v.items()})
+        devices.update(d for d in df["device_name"] if isinstance(d, str) and d)
+    task_cfg = _task_config(cfg, task)
+    statuses = df["status"].value_counts().to_dict() if not df.empty else {}
+    best = stats.get("best_speedup")
+    model = llm.get("model") or ", ".join(str(m.get("name", "?")) for m in llm.get("models", [])) or "none"
+    lines = [
+        NOTE_MARKER,
+        f"# {run.campaign or run.run_dir.name} / {task}",
+        "",
+        f"- **Campaign**: `{run.campaign}` (run directory `{run.run_dir.resolve()}`)",
+        f"- **Task**: `{task}`" + (f" from `{task_cfg.get('spec')}`" if task_cfg.get("spec") else "")
+        + (f", constants {json.dumps(task_cfg['set'])}" if task_cfg.get("set") else ""),
+        f"- **Backend / hardware**: {cfg.get('backend', '?')}, arch `{cfg.get('arch', '?')}`"
+        + (f", device {', '.join(sorted(devices))}" if devices else ""),
+        f"- **Versions**: {', '.join(f'{k} {v}' for k, v in sorted(versions.items())) or 'not recorded'}",
+        f"- **Budget**: {cfg.get('budget_evals', '?')} evaluations per task"
+        + (f", {cfg['budget_minutes']} minutes for the campaign" if cfg.get("budget_minutes") else "")
+        + f"; strategy `{cfg.get('strategy', '?')}`, operators {', '.join(cfg.get('operators', [])) or '-'}"
+        + f", knowledge base {'on' if cfg.get('knowledge', True) else 'off'}, LLM {model}, seed {cfg.get('seed', '?')}",
+        f"- **So far**: {len(df)} evaluations ("
+        + (", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "none") + ")"
+        + (f"; best speedup **{best:.4g}x** by `{stats.get('best_operator')}`" if best is not None else
+           "; no correct kernel yet"),
+        "",
+        "**Reading it.** The objective `speedup` is the PyTorch reference's time over the kernel's on the same "
+        "device (higher is better). A failed candidate is a FAIL trial with no value: its user attribute "
+        "`status` says how it failed (invalid, rejected, compile_error, runtime_error, incorrect, timeout, "
+        "crashed) and `message` why. `operator`, `stage` and `parents` give each child's lineage; the "
+        "artifacts hold the candidate's `source.py` and, for LLM children, `prompt.md` and `reply.md`.",
+    ]
+    if (df.get("timing_representative", pd.Series(dtype=object)) == False).any():  # noqa: E712
+        lines += ["", f"> **Note**: {INTERPRETER_NOTE}"]
+    lines += ["", f"Report: `evoforge report {run.run_dir}`."]
+    return "\n".join(lines) + "\n"
+
+
+def _task_config(cfg: dict[str, Any], task: str) -> dict[str, Any]:
+    """The [[tasks]] entry of a study's task, matched by the file it names (best effort)."""
+    stem = task.split("/")[-1]
+    for entry in cfg.get("tasks", []):
+        spec = str(entry.get("spec", ""))
+        if Path(spec).stem == stem or spec.endswith(task):
+            return entry
+    tasks = cfg.get("tasks", [])
+    return tasks[0] if len(tasks) == 1 else {}
+
+
+def annotate(run: RunRecord) -> int:
+    """Give every study of the run its note and objective name; returns how many notes changed."""
+    from optuna_dashboard import get_note, save_note
+
+    changed = 0
+    for task, study in run.studies.items():
+        if study.metric_names != ["speedup"]:
+            study.set_metric_names(["speedup"])
+        text = study_note(run, task)
+        current = get_note(study)
+        if current and not current.startswith(NOTE_MARKER):
+            continue  # a note somebody wrote by hand in the dashboard is theirs; leave it
+        if current != text:
+            save_note(study, text)
+            changed += 1
+    return changed
+
+
+def serve(run_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080) -> None:
+    """Annotate the run's studies and serve optuna-dashboard on its storage until interrupted."""
+    try:
+        from optuna_dashboard import run_server
+    except ImportError:
+        raise UsageError("evoforge dashboard needs optuna-dashboard: pip install 'evoforge[dashboard]' "
+                         "(or pip install optuna-dashboard)") from None
+    if not 0 < port < 65536:
+        raise UsageError(f"--port {port}: not a TCP port (1-65535)")
+    run = open_run(run_dir)
+    annotate(run)
+    artifacts = run.run_dir / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    store = optuna.artifacts.FileSystemArtifactStore(str(artifacts))
+    shown_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    print(f"evoforge dashboard: {len(run.studies)} studies of campaign {run.campaign!r} at "
+          f"http://{shown_host}:{port}/dashboard/ (Ctrl-C to stop)", flush=True)
+    try:
+        run_server(run.storage, host=host, port=port, artifact_store=store)
+    except OSError as e:
+        raise UsageError(f"--host {host} --port {port}: cannot listen ({e.strerror or e}); "
+                         "choose another --port") from None

@@ -1,0 +1,66 @@
+"""``evoforge report``, ``evoforge ablate`` and ``evoforge dashboard``: reading and comparing campaigns."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from evoforge.report import write_report
+
+    page = write_report(args.run_dir)
+    print(f"report: {page}  (open it in a browser; figures beside it as PNG and SVG)")
+    return 0
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from evoforge.ablation import Ablation, load_ablation, print_aggregate, write_aggregate
+    from evoforge.report import write_ablation_report
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    spec = load_ablation(args.ablation)
+    out = Path(args.out) if args.out else Path("runs") / "ablations" / spec.path.stem
+    plan_size = len(spec.variants) * len(spec.seeds)
+    console = Console()
+    console.print(f"ablation {spec.path.name}: {len(spec.variants)} variants x {len(spec.seeds)} seeds = "
+                  f"{plan_size} campaigns, into {out}", highlight=False)
+    summary = Ablation(spec, out_dir=out, progress=not args.quiet).run()
+    agg = write_aggregate(out, summary, spec.confidence)
+    print_aggregate(agg, spec.confidence, console)
+    page = write_ablation_report(out)
+    console.print(f"{out}/summary.csv (one row per variant, task, seed), {out}/aggregate.csv, report {page}",
+                  highlight=False)
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from evoforge.dashboard import serve
+
+    try:
+        serve(args.run_dir, host=args.host, port=args.port)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a dashboard is meant to stop
+    return 0
+
+
+def add_subparser(sub: Any) -> None:
+    p = sub.add_parser("report", help="write RUN_DIR/report/index.html (leaderboard, curves, lineage, source)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, or an ablation directory (summary.csv)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("ablate", help="run every variant x task x seed of an ablation file; table and plots")
+    p.add_argument("ablation", metavar="ABLATION.toml", help="campaign TOML plus [ablation] seeds and [[variants]]")
+    p.add_argument("--out", help="ablation directory (default runs/ablations/<file stem>); rerun to resume")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_ablate)
+
+    p = sub.add_parser("dashboard", help="optuna-dashboard on a run's record, sources and prompts included")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    p.set_defaults(func=cmd_dashboard)
