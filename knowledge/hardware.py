@@ -6,6 +6,7 @@ measured ceiling can sit beside the datasheet one without code changes. This mod
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -69,13 +70,23 @@ def vendor(arch: str) -> str:
     return str(_all_specs()[resolve_arch(arch)]["vendor"])
 
 
+_FORM_FACTORS = frozenset({"sxm", "sxm4", "sxm5", "pcie", "nvl"})
+
+
+def _tokens(text: str) -> set[str]:
+    return {t for t in re.split(r"[^a-z0-9]+", text.lower()) if t}
+
+
 def _device(spec: dict[str, Any], device: str | None) -> tuple[str, dict[str, Any]]:
+    """The device of ``spec`` that ``device`` (a name as the driver reports it) names; the reference one
+    otherwise. A device matches when every token of its name but the form factor is in the reported name."""
     devices = spec.get("devices", {})
     if device:
-        wanted = device.lower()
-        for name, data in devices.items():
-            if name.lower() in wanted or wanted in name.lower():
-                return name, data
+        wanted = _tokens(device)
+        matches = [(len(_tokens(n) - _FORM_FACTORS), n) for n in devices if _tokens(n) - _FORM_FACTORS <= wanted]
+        if matches:
+            name = max(matches)[1]
+            return name, devices[name]
     name = spec.get("reference_device") or next(iter(devices))
     return name, devices[name]
 

@@ -612,8 +612,9 @@ class SourceModel:
             return self._grid_dims(grid.body, resolver, depth + 1)
         if isinstance(grid, ast.Name):
             exprs = resolver.local_exprs.get(grid.id) or ([self.constants[grid.id]] if grid.id in self.constants else [])
-            dims = {self._grid_dims(e, resolver, depth + 1) for e in exprs if e is not None}
-            return dims.pop() if len(dims) == 1 else None
+            # several assignments (branches): the widest grid any branch launches is the one to judge
+            dims = {self._grid_dims(e, resolver, depth + 1) for e in exprs if e is not None} - {None}
+            return max(dims) if dims else None
         if isinstance(grid, ast.Tuple | ast.List):
             count = 0
             for elt in grid.elts:

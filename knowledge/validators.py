@@ -224,11 +224,17 @@ def descriptor_last_stride(check: Check) -> list[Finding]:
             strides = kw.get("strides", call.args[2] if len(call.args) > 2 else None)
             if not isinstance(strides, ast.Tuple | ast.List) or not strides.elts:
                 continue
-            last = r.value(strides.elts[-1])
+            values = [r.value(e) for e in strides.elts]
+            last = values[-1]
             if isinstance(last, int) and last != 1:
-                out.append(Finding(f"tensor descriptor with last stride {last}: the last dimension must be "
-                                   "contiguous (stride 1) for TMA / 2D block loads; describe the memory as laid "
-                                   "out and transpose the loaded tile (.T)", call.lineno))
+                why = f"last stride {last}"
+            elif last is UNKNOWN and 1 in values[:-1]:
+                why = f"stride 1 on dimension {values.index(1)} and a runtime last stride"
+            else:
+                continue
+            out.append(Finding(f"tensor descriptor with {why}: the last dimension must be contiguous (stride 1) "
+                               "for TMA / 2D block loads; describe the memory as laid out and transpose the "
+                               "loaded tile (.T)", call.lineno))
     return _dedupe(out)
 
 
