@@ -657,9 +657,9 @@ class SourceModel:
     def resolver(self, unit: Unit, params: dict[str, Any] | None = None) -> Resolver:
         return Resolver(self, self.merged_params(params), unit.env, unit.fn.locals)
 
-    def live(self, guards: Guards, unit: Unit) -> bool:
+    def live(self, guards: Guards, unit: Unit, params: dict[str, Any] | None = None) -> bool:
         """False when a condition the call sits under is known, for this binding, to skip it."""
-        r = self.resolver(unit)
+        r = self.resolver(unit, params)
         for test, polarity in guards:
             value = r.value(test)
             if value is not UNKNOWN and bool(value) != polarity:

@@ -111,7 +111,7 @@ def arange_power_of_two(check: Check) -> list[Finding]:
     for unit in check.units:
         r = check.model.resolver(unit, check.params)  # type: ignore[union-attr]
         for call, guards in unit.fn.aranges:
-            if not check.model.live(guards, unit):  # type: ignore[union-attr]
+            if not check.model.live(guards, unit, check.params):  # type: ignore[union-attr]
                 continue
             kw = {k.arg: k.value for k in call.keywords}
             start_expr = call.args[0] if len(call.args) >= 2 else kw.get("start")
@@ -133,7 +133,7 @@ def arange_power_of_two(check: Check) -> list[Finding]:
 
 def _live_dots(check: Check, unit: Unit) -> list[DotCall]:
     assert check.model is not None
-    return [d for d in unit.fn.dots if check.model.live(d.guards, unit)]
+    return [d for d in unit.fn.dots if check.model.live(d.guards, unit, check.params)]
 
 
 def _tile(unit: Unit, check: Check, dim: str) -> Any:
@@ -178,7 +178,6 @@ def dot_min_mn(check: Check) -> list[Finding]:
 
 @validator("dot_operand_dtypes")
 def dot_operand_dtypes(check: Check) -> list[Finding]:
-    assert check.model is not None or not check.units
     allowed = check.fact("dot_input_precisions", [])
     out = []
     for unit in check.units:
@@ -515,13 +514,13 @@ def fp32_dot_precision(check: Check) -> list[Finding]:
             continue  # the fp32 path chose its precision; the bare dot serves 16-bit operands
         for dot in dots:
             size = _operand_bytes(unit, dot, check)
-            if size is not None and size != 4 or size is None and low_precision_text and check.elem_bytes is None:
+            if (size is not None and size != 4) or (size is None and low_precision_text and check.elem_bytes is None):
                 continue
             prec = r.value(dot.keywords["input_precision"]) if "input_precision" in dot.keywords else None
             tf32 = r.value(dot.keywords["allow_tf32"]) if "allow_tf32" in dot.keywords else None
             if prec is UNKNOWN or tf32 is UNKNOWN:
                 continue
-            if prec in (None, "tf32") and tf32 in (None, True) or prec == "bf16x3":
+            if (prec in (None, "tf32") and tf32 in (None, True)) or prec == "bf16x3":
                 out.append(Finding("tl.dot on fp32 operands runs as TF32 by default (10-bit mantissa, about 1e-3 "
                                    "relative error): it fails an fp32 tolerance; pass input_precision='tf32x3' "
                                    "(or 'ieee') unless the task accepts TF32 error", dot.line))
