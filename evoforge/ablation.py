@@ -32,7 +32,7 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ class AblationSpec:
     seeds: tuple[int, ...]
     variants: tuple[Variant, ...]
     confidence: float = 0.95
+    forced: dict[str, Any] = field(default_factory=dict)  # [campaign] keys set from the command line, over all
 
     def config_for(self, variant: Variant, seed: int, out_dir: Path) -> CampaignConfig:
         """The campaign of one (variant, seed): the base, the variant's overrides, and its own name/out/seed."""
@@ -77,6 +78,7 @@ class AblationSpec:
         overrides = copy.deepcopy(variant.overrides)
         llm = {**data.get("llm", {}), **overrides.pop("llm", {})}
         campaign.update(overrides)
+        campaign.update(self.forced)
         campaign.update(name=run_name(variant.name, seed), seed=seed,
                         out=str((out_dir / "runs" / run_name(variant.name, seed)).resolve()))
         data.update(campaign=campaign, llm=llm)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from evoforge.core import UsageError
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -24,6 +27,16 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     spec = load_ablation(args.ablation)
+    if args.seeds:
+        try:
+            seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
+        except ValueError:
+            raise UsageError(f"--seeds {args.seeds}: expected integers separated by commas, e.g. 0,1") from None
+        spec = replace(spec, seeds=seeds)
+    if args.budget_evals is not None:
+        if args.budget_evals < 1:
+            raise UsageError("--budget-evals must be at least 1")
+        spec = replace(spec, forced={**spec.forced, "budget_evals": args.budget_evals})
     out = Path(args.out) if args.out else Path("runs") / "ablations" / spec.path.stem
     plan_size = len(spec.variants) * len(spec.seeds)
     console = Console()
@@ -56,6 +69,8 @@ def add_subparser(sub: Any) -> None:
     p = sub.add_parser("ablate", help="run every variant x task x seed of an ablation file; table and plots")
     p.add_argument("ablation", metavar="ABLATION.toml", help="campaign TOML plus [ablation] seeds and [[variants]]")
     p.add_argument("--out", help="ablation directory (default runs/ablations/<file stem>); rerun to resume")
+    p.add_argument("--seeds", help="comma-separated seeds instead of the file's (e.g. 0 for a first look)")
+    p.add_argument("--budget-evals", type=int, help="evaluations per task and run, over the file's")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ablate)
 

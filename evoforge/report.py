@@ -435,7 +435,7 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None) -> 
     for _, row in board.iterrows():
         task = row["task"]
         body.append(f'<h2 id="{html.escape(task)}">{html.escape(task)}</h2>')
-        if not row["best_candidate_id"]:
+        if pd.isna(row["best_candidate_id"]):
             body.append("<p>No correct kernel yet: keep the PyTorch reference.</p>")
             continue
         body.append(f"<p>Best: <b>{_fmt(row['best_speedup'], '.4g', 'x')}</b> "

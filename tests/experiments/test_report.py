@@ -1,0 +1,104 @@
+"""`evoforge report` on a real record: what a reader of the page must find there."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pytest
+
+from evoforge.core import UsageError
+from evoforge.report import lineage, open_run, write_report
+from tests.conftest import run_cli
+from tests.experiments.conftest import OTHER, TASK, make_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _leaderboard_rows(page: str) -> dict[str, list[str]]:
+    section = page.split("<h2>Leaderboard</h2>", 1)[1].split("</table>", 1)[0]
+    rows = {}
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", section, flags=re.S):
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", tr, flags=re.S)]
+        rows[cells[0]] = cells
+    return rows
+
+
+def test_report_page_has_leaderboard_curves_statuses_lineage_and_source(run_dir: Path) -> None:
+    page_path = write_report(run_dir)
+    assert page_path == run_dir / "report" / "index.html"
+    page = page_path.read_text()
+
+    rows = _leaderboard_rows(page)
+    header = rows["task"]
+    relu = dict(zip(header, rows[TASK], strict=True))
+    assert relu["best speedup"] == "2.5x"
+    assert relu["runtime ms"] == "0.8" and relu["ref ms"] == "2"
+    assert relu["% of floor"] == "31%"
+    assert relu["evaluations"] == "7" and relu["correct"] == "4"
+    assert relu["evals to first correct"] == "1"
+    assert relu["best by"] == "llm-optimize"
+    assert relu["tokens"] == "1500"
+    sigmoid = dict(zip(header, rows[OTHER], strict=True))
+    assert sigmoid["best speedup"] == "–" and sigmoid["evals to first correct"] == "–"
+
+    # Figures beside the page, referenced relatively, as PNG and SVG.
+    for stem in ("convergence", "statuses"):
+        png = run_dir / "report" / f"{stem}.png"
+        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
+        assert (run_dir / "report" / f"{stem}.svg").read_text().lstrip().startswith("<?xml")
+        assert f'src="{stem}.png"' in page and f'href="{stem}.svg"' in page
+    assert "http://" not in page and "https://" not in page and "<link" not in page  # opens with no server
+
+    # Status breakdown: every evaluation counted under its status.
+    outcomes = page.split("<h2>Outcomes</h2>", 1)[1].split("</table>", 1)[0]
+    assert "compile_error" in outcomes and "timeout" in outcomes and "runtime_error" in outcomes
+
+    # The interpreter's times are labelled for what they are.
+    assert "not representative of a GPU" in page
+
+    # Lineage of the best kernel, seed first, one step per operator with its speedup.
+    chain = page.split("Lineage (seed first)", 1)[1].split("</table>", 1)[0]
+    order = [chain.index(op) for op in ("<b>seed</b>", "<b>params</b>", "<b>rule:vectorize</b>", "<b>llm-optimize</b>")]
+    assert order == sorted(order)
+    assert "1.6x" in chain and "2x" in chain and "2.5x" in chain
+
+    # The best kernel's source, HTML-escaped, with its tuned parameters baked in.
+    assert "# rule, then llm &lt;b&gt;&amp;amp;&lt;/b&gt;" in page
+    assert "<b>&amp;</b>" not in page
+    assert "PARAMS = {&#x27;BLOCK&#x27;: 2048" in page
+    assert "No correct kernel yet" in page  # the sigmoid task
+
+
+def test_lineage_walks_parents_back_to_the_seed(tmp_path: Path) -> None:
+    ids = make_run(tmp_path / "run")
+    run = open_run(tmp_path / "run")
+    steps = lineage(run, TASK, ids["best"])
+    assert [s["candidate_id"] for s in steps] == [ids["seed"], ids["tuned"], ids["ruled"], ids["best"]]
+    assert [s["operator"] for s in steps] == ["seed", "params", "rule:vectorize", "llm-optimize"]
+    assert [s["speedup"] for s in steps] == [1.0, 1.6, 2.0, 2.5]
+    assert steps[2]["stage"] == "memory_access"
+
+
+def test_report_while_running_and_without_a_summary(run_dir: Path) -> None:
+    (run_dir / "summary.json").unlink()
+    page = write_report(run_dir).read_text()
+    assert "running or interrupted" in page and "2.5x" in page
+
+
+def test_bad_run_dir_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such directory"):
+        write_report(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="not a run directory"):
+        write_report(tmp_path / "empty")
+
+
+def test_report_cli(run_dir: Path, tmp_path: Path) -> None:
+    done = run_cli("report", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    assert str(run_dir / "report" / "index.html") in done.stdout
+    bad = run_cli("report", str(tmp_path / "nowhere"))
+    assert bad.returncode == 2
+    assert bad.stderr.strip().count("\n") == 0 and "nowhere" in bad.stderr
