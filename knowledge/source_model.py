@@ -196,12 +196,16 @@ class Unit:
     grid_dims: int | None = None
     hardcoded_options: frozenset[str] = frozenset()
     launch: Launch | None = None
+    option_lines: dict[str, int] = field(default_factory=dict)  # where each option's value is written
 
     def value(self, name: str) -> Any:
         return self.env.get(name, UNKNOWN)
 
     def option(self, name: str, default: Any = UNKNOWN) -> Any:
-        return self.options.get(name, default)
+        """A launch option; also read from the constexprs, where Intel kernels declare ``grf_mode``."""
+        if name in self.options:
+            return self.options[name]
+        return self.env.get(name, default)
 
 
 class Resolver:
@@ -476,10 +480,20 @@ class SourceModel:
             configs = autotune.args[0]
         if isinstance(configs, ast.Name):
             configs = self.constants.get(configs.id)
+        elif isinstance(configs, ast.Call) and isinstance(configs.func, ast.Name) and not configs.args:
+            configs = self._returned_list(configs.func.id)  # configs=_autotune_configs()
         if isinstance(configs, ast.List | ast.Tuple):
             calls = tuple(c for c in configs.elts if isinstance(c, ast.Call) and _tail(c.func) == "Config")
             return calls if len(calls) == len(configs.elts) else None
         return None
+
+    def _returned_list(self, name: str) -> ast.expr | None:
+        """The literal list a module-level config factory returns, when it returns exactly one."""
+        node = next((n for n in self.tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        if node is None:
+            return None
+        returns = [n.value for n in _walk_no_nested(node.body) if isinstance(n, ast.Return)]
+        return returns[0] if len(returns) == 1 and isinstance(returns[0], ast.List) else None
 
     def _launches(self) -> list[Launch]:
         scopes: list[tuple[str, list[ast.AST]]] = [
@@ -519,26 +533,26 @@ class SourceModel:
             base_env, options, hardcoded = self._launch_binding(fn, launch, resolver)
             grid_dims = self._grid_dims(launch.grid, resolver)
             configs = fn.autotune_configs or ()
-            bindings: list[tuple[dict[str, Any], dict[str, Any], frozenset[str], int, str]] = []
+            launch_lines = {k.arg: launch.line for k in launch.node.keywords if k.arg}
+            bindings: list[tuple[dict[str, Any], dict[str, Any], frozenset[str], int, str, dict[str, int]]] = []
             if configs:
                 module = Resolver(self, merged)
                 for config in configs:
-                    env, opts, hard = dict(base_env), dict(options), set(hardcoded)
+                    env, opts, lines = dict(base_env), dict(options), dict(launch_lines)
                     values = module.value(config.args[0]) if config.args else UNKNOWN
                     if isinstance(values, dict):
                         for k, val in values.items():
-                            if k in fn.params:
-                                env[k] = val
-                            else:
-                                opts[k] = val
+                            (env if k in fn.params else opts)[k] = val
+                            lines[k] = config.lineno
                     for kw in config.keywords:
                         if kw.arg in LAUNCH_OPTIONS:
                             opts[kw.arg] = module.value(kw.value)
-                    bindings.append((env, opts, frozenset(hard), config.lineno, "config"))
+                            lines[kw.arg] = config.lineno
+                    bindings.append((env, opts, hardcoded, config.lineno, "config", lines))
             else:
-                bindings.append((base_env, options, hardcoded, launch.line, "launch"))
-            for env, opts, hard, line, origin in bindings:
-                unit = Unit(fn, env, opts, line, fn.name, origin, grid_dims, hard, launch)
+                bindings.append((base_env, options, hardcoded, launch.line, "launch", launch_lines))
+            for env, opts, hard, line, origin, lines in bindings:
+                unit = Unit(fn, env, opts, line, fn.name, origin, grid_dims, hard, launch, lines)
                 units.append(unit)
                 reached.add(fn.name)
                 units.extend(self._helpers(unit, merged, reached, depth=0))
@@ -647,7 +661,7 @@ class SourceModel:
                 ):
                     env[p] = module.value(helper.defaults[p])
             unit = Unit(helper, env, caller.options, call.lineno, caller.root, caller.origin, caller.grid_dims,
-                        caller.hardcoded_options, caller.launch)
+                        caller.hardcoded_options, caller.launch, caller.option_lines)
             reached.add(helper.name)
             out.append(unit)
             out.extend(self._helpers(unit, params, reached, depth + 1))

@@ -294,7 +294,8 @@ def _launch_values(check: Check, name: str) -> list[tuple[Any, int | None, Unit 
     """Each value ``name`` (a launch option) takes: per root unit, or from the params when no source is given."""
     if check.model is None:
         return [(check.params[name], None, None)] if name in check.params else []
-    return [(u.option(name), u.line, u) for u in check.root_units if u.option(name) is not UNKNOWN]
+    return [(u.option(name), u.option_lines.get(name, u.line), u) for u in check.root_units
+            if u.option(name) is not UNKNOWN]
 
 
 def _grf_registers(check: Check, mode: Any) -> int | None:
@@ -480,7 +481,8 @@ def grf_pressure(check: Check) -> list[Finding]:
         warps = unit.option("num_warps", 4)
         if not all(isinstance(v, int) and v > 0 for v in (bm, bn, warps)):
             continue
-        regs = _grf_registers(check, unit.option("grf_mode", "default")) or 128
+        mode = unit.option("grf_mode", "default")
+        regs = 256 if mode == "auto" else _grf_registers(check, mode) or 128  # auto: the backend enlarges on spills
         per_thread = bm * bn * 4 // warps  # fp32 accumulator spread over the work-group's threads
         if per_thread > regs * reg_bytes // 2:
             out.append(Finding(f"a {bm}x{bn} fp32 accumulator over {warps} warps is {per_thread} bytes per thread, "
@@ -506,7 +508,8 @@ def fp32_dot_precision(check: Check) -> list[Finding]:
     out = []
     for unit in check.units:
         r = check.model.resolver(unit, check.params)  # type: ignore[union-attr]
-        low_precision_text = any(t in unit.fn.text for t in ("float16", "bfloat16", "float8"))
+        # 16-bit dtypes named anywhere (the host casting inputs, the kernel casting tiles) suggest 16-bit operands
+        low_precision_text = any(t in check.model.source for t in ("float16", "bfloat16", "float8"))  # type: ignore[union-attr]
         dots = _live_dots(check, unit)
         if any("input_precision" in d.keywords or "allow_tf32" in d.keywords for d in dots) and any(
             "input_precision" not in d.keywords and "allow_tf32" not in d.keywords for d in dots

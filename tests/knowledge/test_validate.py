@@ -174,3 +174,42 @@ def test_fp32_dot_without_precision_is_advised_and_tf32x3_is_not() -> None:
     assert "fp32-dot-precision" in rules
     fixed = fp32.replace("tl.dot(a, b)", 'tl.dot(a, b, input_precision="tf32x3")')
     assert "fp32-dot-precision" not in {v.rule for v in knowledge.validate(Candidate.from_source(fixed), "nvidia-sm90")}
+
+
+AUTOTUNED = '''
+import triton
+import triton.language as tl
+
+
+def configs():
+    return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 8}, num_warps=4, num_stages=2),
+            triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, num_stages=3)]
+
+
+@triton.autotune(configs=configs(), key=["K"])
+@triton.jit
+def mm(a_ptr, b_ptr, c_ptr, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+       grf_mode: tl.constexpr):
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :]).to(tl.float16)
+        b = tl.load(b_ptr + rk[:, None] * BLOCK_N + rn[None, :]).to(tl.float16)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * BLOCK_N + rn[None, :], acc)
+
+
+def run(a, b, c):
+    mm[(1,)](a, b, c, a.shape[1], grf_mode=256)
+'''
+
+
+def test_autotune_configs_from_a_factory_are_each_checked() -> None:
+    found = hard(knowledge.validate(Candidate.from_source(AUTOTUNED), "nvidia-sm90"))
+    (v,) = found["dot-min-k"]
+    assert "K = 8" in v.message
+    intel = hard(knowledge.validate(Candidate.from_source(AUTOTUNED), "intel-xe2"))
+    (grf,) = intel["intel-grf-mode"]  # passed once at the launch, reported once, at the launch
+    assert grf.line == 28 and "string" in grf.message
