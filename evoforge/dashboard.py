@@ -18,7 +18,7 @@ import pandas as pd
 from evoforge.core import UsageError
 from evoforge.report import INTERPRETER_NOTE, RunRecord, open_run, task_stats
 
-NOTE_MARKER = "<!-- evoforge note -->"
+NOTE_ATTR = "evoforge:note"  # study system attribute: the note as evoforge last wrote it
 
 
 def study_note(run: RunRecord, task: str) -> str:
@@ -39,7 +39,6 @@ def study_note(run: RunRecord, task: str) -> str:
     best = stats.get("best_speedup")
     model = llm.get("model") or ", ".join(str(m.get("name", "?")) for m in llm.get("models", [])) or "none"
     lines = [
-        NOTE_MARKER,
         f"# {run.campaign or run.run_dir.name} / {task}",
         "",
         f"- **Campaign**: `{run.campaign}` (run directory `{run.run_dir.resolve()}`)",
@@ -65,19 +64,24 @@ def study_note(run: RunRecord, task: str) -> str:
     ]
     if (df.get("timing_representative", pd.Series(dtype=object)) == False).any():  # noqa: E712
         lines += ["", f"> **Note**: {INTERPRETER_NOTE}"]
-    lines += ["", f"Report: `evoforge report {run.run_dir}`."]
+    lines += ["", f"Report: `evoforge report {run.run_dir}`. This note is rewritten by `evoforge dashboard` "
+              "each time it starts, unless you have edited it here."]
     return "\n".join(lines) + "\n"
 
 
 def _task_config(cfg: dict[str, Any], task: str) -> dict[str, Any]:
-    """The [[tasks]] entry of a study's task, matched by the file it names (best effort)."""
-    stem = task.split("/")[-1]
+    """The [[tasks]] entry of a study's task, matched by the file its spec names (best effort)."""
+    from evoforge.task import resolve_task_path, task_name
+
     for entry in cfg.get("tasks", []):
         spec = str(entry.get("spec", ""))
-        if Path(spec).stem == stem or spec.endswith(task):
-            return entry
-    tasks = cfg.get("tasks", [])
-    return tasks[0] if len(tasks) == 1 else {}
+        try:
+            if task_name(resolve_task_path(spec)) == task:
+                return entry
+        except UsageError:  # the task file is not on this machine (a record read elsewhere)
+            if Path(spec).stem == task.split("/")[-1]:
+                return entry
+    return {}
 
 
 def annotate(run: RunRecord) -> int:
@@ -90,10 +94,12 @@ def annotate(run: RunRecord) -> int:
             study.set_metric_names(["speedup"])
         text = study_note(run, task)
         current = get_note(study)
-        if current and not current.startswith(NOTE_MARKER):
-            continue  # a note somebody wrote by hand in the dashboard is theirs; leave it
+        ours = run.storage.get_study_system_attrs(study._study_id).get(NOTE_ATTR)
+        if current and current != ours:
+            continue  # a note somebody wrote or edited in the dashboard is theirs; leave it
         if current != text:
             save_note(study, text)
+            run.storage.set_study_system_attr(study._study_id, NOTE_ATTR, text)
             changed += 1
     return changed
 
