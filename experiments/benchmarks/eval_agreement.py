@@ -1,0 +1,135 @@
+"""Does `evoforge eval` measure what an independent do_bench measures? And what does the chain cost?
+
+For each seed kernel: the chain's speedup (sandboxed process, interleaved timing, L2 flushed) against an
+independent `triton.testing.do_bench` (median) of the same kernel and of the PyTorch reference in this
+process. Bar: within 3%. Then the chain's overhead per candidate for a small elementwise kernel: seconds from
+submit to result with a cold Triton cache (compile included) and a warm one (compile excluded).
+
+Run on a GPU:  python experiments/benchmarks/eval_agreement.py --out experiments/results/h200/eval_agreement.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from evoforge.backends.chain import ChainOptions, _clone
+from evoforge.backends.evaluator import Evaluator
+from evoforge.campaign import find_template_for
+from evoforge.core import Candidate
+from evoforge.task import Task, exec_module_file, load_task_module
+
+TASKS = ["L1/19", "L1/88", "L1/23", "L1/40"]
+
+
+def independent_speedup(task: Task, candidate: Candidate) -> dict[str, float]:
+    import triton.testing
+
+    module = exec_module_file(str(_write(candidate)), f"bench_{candidate.id}")
+    module.PARAMS.update(candidate.params)
+    tm = load_task_module(task)
+    init = tm.get_init_inputs()
+    torch.manual_seed(0)
+    ref = tm.Model(*init).cuda().eval()
+    torch.manual_seed(0)
+    new = module.ModelNew(*init).cuda().eval()
+    torch.manual_seed(1)
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in tm.get_inputs()]
+    a, b = _clone(inputs), _clone(inputs)
+    with torch.no_grad():
+        ref_ms = triton.testing.do_bench(lambda: ref(*a), warmup=100, rep=500, return_mode="median")
+        new_ms = triton.testing.do_bench(lambda: new(*b), warmup=100, rep=500, return_mode="median")
+    return {"ref_ms": ref_ms, "runtime_ms": new_ms, "speedup": ref_ms / new_ms}
+
+
+def _write(candidate: Candidate) -> Path:
+    path = Path(tempfile.mkdtemp()) / f"cand_{candidate.id}.py"
+    path.write_text(candidate.source)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="experiments/results/h200/eval_agreement.json")
+    parser.add_argument("--tasks", nargs="*", default=TASKS)
+    args = parser.parse_args()
+    rows = []
+    evaluator = Evaluator(backend="cuda", arch="nvidia-sm90", options=ChainOptions(trials=3), timeout_s=300)
+    for spec in args.tasks:
+        task = Task.load(spec)
+        template = find_template_for(task)
+        if template is None:
+            rows.append({"task": task.name, "error": "no template"})
+            continue
+        cand = Candidate.from_source(template.read_text(), task=task.name)
+        result = evaluator.evaluate(task, cand)
+        row = {"task": task.name, "template": template.name, "status": str(result.status),
+               "chain_speedup": result.speedup, "chain_ms": result.runtime_ms, "chain_ref_ms": result.ref_ms,
+               "pct_of_floor": result.pct_of_floor, "message": result.message[:300]}
+        if result.ok:
+            ind = independent_speedup(task, cand)
+            row.update({"do_bench_ms": ind["runtime_ms"], "do_bench_ref_ms": ind["ref_ms"],
+                        "do_bench_speedup": ind["speedup"],
+                        "speedup_diff_pct": 100 * (result.speedup / ind["speedup"] - 1)})
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    evaluator.close()
+
+    # Overhead of the chain per candidate: a small elementwise kernel, worker already running.
+    overhead = {}
+    relu = Task.load("L1/19", overrides={"batch_size": 16, "dim": 16384})
+    source = find_template_for(relu).read_text()
+    cache_dir = tempfile.mkdtemp(prefix="triton-cold-")
+    ev = Evaluator(backend="cuda", arch="nvidia-sm90", options=ChainOptions(trials=3, timing_budget_ms=100),
+                   timeout_s=300, child_env={"TRITON_CACHE_DIR": cache_dir})
+    t0 = time.perf_counter()
+    ev.sandbox._start()
+    overhead["worker_start_s"] = time.perf_counter() - t0
+    cold, warm = [], []
+    space = Candidate.from_source(source).space
+    block_key = next((k for k in space if "BLOCK" in k), None)
+    values = space.get(block_key, [None]) if block_key else [None]
+    for v in values[:3]:
+        cand = Candidate.from_source(source, params={block_key: v} if block_key else {})
+        t = time.perf_counter()
+        r = ev.evaluate(relu, cand)
+        cold.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        r2 = ev.evaluate(relu, cand)  # same kernel again: Triton's disk cache holds it
+        warm.append(time.perf_counter() - t)
+        overhead.setdefault("statuses", []).extend([str(r.status), str(r2.status)])
+    ev.close()
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    overhead.update({"submit_to_result_compile_included_s": statistics.median(cold),
+                     "submit_to_result_compile_excluded_s": statistics.median(warm),
+                     "timing_budget_ms": 100, "trials": 3})
+    meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "triton": __import__("triton").__version__, "driver": _driver(),
+            "date": datetime.date.today().isoformat(), "script": "experiments/benchmarks/eval_agreement.py"}
+    out = {"meta": meta, "agreement": rows, "overhead": overhead}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    print(json.dumps(overhead), flush=True)
+
+
+def _driver() -> str:
+    try:
+        import subprocess
+
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        return os.environ.get("NVIDIA_DRIVER_VERSION", "")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""A real campaign end to end: Ray actors, the interpreter, an Optuna SQLite record, resume."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+
+from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.search.cache import ResultCache
+from tests.conftest import FIXTURES, run_cli
+
+BUDGET = 6
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("campaign") / "run"
+    proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
+                   "--set", "batch_size=4", "--set", "dim=1000", "--shapes", "batch_size=3,dim=777",
+                   "--backend", "interpreter", "--budget-evals", str(BUDGET), "--out", str(out),
+                   "--name", "t", "--operators", "params", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _study(out):
+    return optuna.load_study(study_name="t/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db")
+
+
+def test_every_evaluation_is_one_finished_trial(run_dir):
+    out, summary = run_dir
+    trials = _study(out).trials
+    assert len(trials) == BUDGET == summary["tasks"]["level1/19_ReLU"]["evaluations"]
+    assert all(t.state.is_finished() for t in trials)
+    for t in trials:
+        for key in ("status", "message", "operator", "stage", "parents", "runtime_ms", "ref_ms"):
+            assert key in t.user_attrs
+        if t.state == optuna.trial.TrialState.COMPLETE:
+            assert t.user_attrs["status"] == "ok" and t.value == pytest.approx(t.user_attrs["speedup"])
+    assert trials[0].user_attrs["operator"] == "seed"
+    assert any(t.user_attrs["operator"] == "params" for t in trials[1:])
+
+
+def test_run_directory_holds_sources_config_and_best_kernel(run_dir):
+    out, summary = run_dir
+    assert (out / "config.json").is_file()
+    study = _study(out)
+    from optuna.artifacts import get_all_artifact_meta
+
+    metas = get_all_artifact_meta(study.trials[0], storage=study._storage)
+    assert any(m.filename == "source.py" for m in metas)
+    best = summary["tasks"]["level1/19_ReLU"]["exported"]
+    text = (out / "best" / "level1_19_ReLU.py").read_text()
+    assert "class ModelNew" in text and "PARAMS = " in text
+    assert best["recommendation"] in ("kernel", "reference")  # interpreter: the reference is faster
+    assert "interpreter" in text
+
+
+def test_the_exported_kernel_passes_the_chain(run_dir):
+    out, _ = run_dir
+    proc = run_cli("eval", "L1/19", str(out / "best" / "level1_19_ReLU.py"), "--backend", "interpreter",
+                   "--set", "batch_size=4", "--set", "dim=1000", "--json", "--no-timing")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_resume_extends_to_a_new_budget_without_touching_old_trials(run_dir):
+    out, _ = run_dir
+    before = {t.number: (t.state, t.value, t.user_attrs["candidate_id"]) for t in _study(out).trials}
+    proc = run_cli("run", "--resume", str(out), "--budget-evals", str(BUDGET + 3), "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = _study(out).trials
+    assert len(trials) == BUDGET + 3
+    assert {t.number: (t.state, t.value, t.user_attrs["candidate_id"]) for t in trials if t.number in before} == before
+
+
+def test_result_cache_keys_on_what_changes_a_result(tmp_path):
+    source = (FIXTURES / "relu" / "correct.py").read_text()
+    cand = Candidate.from_source(source)
+    cache = ResultCache(tmp_path, backend="interpreter", arch="nvidia-sm90", options={"trials": 3})
+    task_key = {"source": "task", "overrides": {"dim": 1000}}
+    cache.put(task_key, cand, EvalResult(status=EvalStatus.OK, speedup=1.5))
+    hit = cache.get(task_key, cand)
+    assert hit is not None and hit.cached and hit.speedup == 1.5
+    assert cache.get({**task_key, "overrides": {"dim": 999}}, cand) is None
+    assert cache.get(task_key, cand.with_params({"BLOCK": 256})) is None
+    other_arch = ResultCache(tmp_path, backend="interpreter", arch="nvidia-sm80", options={"trials": 3})
+    assert other_arch.get(task_key, cand) is None
+    cache.put(task_key, cand.with_params({"BLOCK": 512}), EvalResult(status=EvalStatus.TIMEOUT, message="x"))
+    assert cache.get(task_key, cand.with_params({"BLOCK": 512})) is None  # machine-state failures are retried
+
+
+@pytest.mark.parametrize("toml, needle", [
+    ("[campaign]\nbudjet_evals = 3\n", "budjet_evals"),
+    ("[campaign]\nbudget_evals = \"many\"\n", "budget_evals"),
+    ("[campaign\n", "not valid TOML"),
+    ("[wat]\n", "[wat]"),
+])
+def test_bad_config_is_one_line(tmp_path, toml, needle):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(toml)
+    proc = run_cli("run", str(cfg))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "bad.toml" in lines[0]
