@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import math
 import re
 import tomllib
@@ -41,6 +42,8 @@ import pandas as pd
 
 from evoforge.config import CampaignConfig, config_from_dict
 from evoforge.core import UsageError
+
+log = logging.getLogger("evoforge.ablation")
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
 SUMMARY_COLUMNS = ("variant", "task", "seed", "correct", "best_speedup", "evaluations", "evals_to_first_correct",
@@ -297,16 +300,30 @@ def format_aggregate(agg: pd.DataFrame) -> pd.DataFrame:
 
 
 def print_aggregate(agg: pd.DataFrame, confidence: float, console: Any = None) -> None:
+    """The per-variant table on the terminal, compact (mean ± half-width); aggregate.csv has every column."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
+    def pm(row: pd.Series, metric: str) -> str:
+        mean, lo, hi = row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"]
+        if pd.isna(mean):
+            return "–"
+        return f"{mean:.2f}" + ("" if pd.isna(lo) else f"±{max(mean - lo, hi - mean):.2f}")
+
     console = console or Console()
-    shown = format_aggregate(agg)
-    table = Table(title="ablation: per variant")
-    for col in shown.columns:
-        table.add_column(str(col), justify="left" if col == "variant" else "right")
-    for _, row in shown.iterrows():
-        table.add_row(*(str(v) for v in row))
+    fast = [c for c in agg.columns if c.startswith("fast_") and not c.endswith(("_lo", "_hi"))]
+    seeds = int(agg["seeds"].max()) if len(agg) else 0
+    tasks = int(agg["tasks"].max()) if len(agg) else 0
+    table = Table(title=f"ablation: {seeds} seeds x {tasks} tasks per variant; mean over seeds ± {confidence:.0%} CI",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("variant", "correct", "geomean x", *fast):
+        table.add_column(col, justify="left" if col == "variant" else "right", overflow="fold")
+    for _, row in agg.iterrows():
+        geo = "–" if pd.isna(row["geomean_speedup"]) else f"{row['geomean_speedup']:.3g}" + (
+            "" if pd.isna(row["geomean_speedup_lo"])
+            else f" ({row['geomean_speedup_lo']:.3g}–{row['geomean_speedup_hi']:.3g})")
+        table.add_row(str(row["variant"]), pm(row, "success_rate"), geo, *(pm(row, f) for f in fast))
     console.print(table)
     console.print(AGGREGATE_NOTE.format(confidence=confidence), style="dim", highlight=False)
 
@@ -421,7 +438,7 @@ class Ablation:
             {"file": str(self.spec.path), "seeds": list(self.spec.seeds), "confidence": self.spec.confidence,
              "variants": [{"name": v.name, **v.overrides} for v in self.spec.variants]}, indent=2))
         plan = self.plan()
-        started_ray = self._init_ray()
+        ray_started: bool | None = None  # Ray starts only when a run is left to do
         try:
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), disable=not self.progress, transient=False) as bar:
@@ -439,16 +456,30 @@ class Ablation:
                         bar.update(job, description=f"runs (now {name})")
                         bar.update(evals, completed=0, total=None, description=f"{name} evaluations")
                         config = self.spec.config_for(variant, seed, self.out_dir)
+                        if ray_started is None:
+                            ray_started = self._init_ray()
                         self.runner(config, (run_dir / "config.json").is_file(), tick)
+                    if not (run_dir / "report" / "index.html").is_file():
+                        self._report(run_dir)
                     bar.advance(job)
                     self.write_summary(plan)
                 bar.update(job, description="runs")
         finally:
-            if started_ray:
+            if ray_started:
                 import ray
 
                 ray.shutdown()
         return self.write_summary(plan)
+
+    @staticmethod
+    def _report(run_dir: Path) -> None:
+        """Each run's own report, linked from the ablation's; a report that fails must not stop the runs."""
+        from evoforge.report import write_run_report
+
+        try:
+            write_run_report(run_dir)
+        except Exception as e:  # noqa: BLE001 (logged with its reason; summary.csv is what matters)
+            log.warning("report of %s failed: %s: %s", run_dir, e.__class__.__name__, e)
 
     def _init_ray(self) -> bool:
         """One Ray session for every campaign of the ablation (each campaign's own init is then a no-op)."""

@@ -189,6 +189,8 @@ def test_runner_writes_summary_and_resumes(tmp_path: Path) -> None:
     # The ablation report: comparison table and plots.
     page = write_report(out).read_text()
     assert "Comparison" in page and "no-kb-eager" in page and "fast_1.5" in page
+    assert 'href="../runs/default-s0/report/index.html"' in page  # each run's own report, linked
+    assert (out / "runs" / "default-s0" / "report" / "index.html").is_file()
     for png in ("speedup_per_variant.png", "fast_p.png"):
         assert (out / "report" / png).read_bytes()[:4] == b"\x89PNG"
     assert json.loads((out / "ablation.json").read_text())["seeds"] == [0, 1]

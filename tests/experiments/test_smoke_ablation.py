@@ -1,0 +1,50 @@
+"""The smoke ablation end to end: real campaigns on the Triton interpreter, one Ray session, then resumed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+SMOKE = REPO / "experiments" / "ablations" / "smoke.toml"
+
+
+@pytest.mark.slow
+def test_smoke_ablation_runs_under_five_minutes_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "smoke"
+    started = time.monotonic()
+    done = run_cli("ablate", str(SMOKE), "--out", str(out), "--quiet", timeout=300)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert elapsed < 300
+
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 4  # 2 variants x 1 task x 2 seeds
+    assert sorted(set(summary["variant"])) == ["default", "random"]
+    assert summary["correct"].all()  # the seed kernel is correct, so every run has a correct kernel
+    assert (summary["best_speedup"] > 0).all()
+    assert (summary["evaluations"] >= 1).all() and (summary["evaluations"] <= 8).all()
+    assert (summary["evals_to_first_correct"] == 1).all()  # the seed is evaluated first
+    assert not summary["timing_representative"].astype(bool).any()  # interpreter times, labelled as such
+
+    agg = pd.read_csv(out / "aggregate.csv").set_index("variant")
+    assert list(agg.index) == ["default", "random"]
+    assert (agg["success_rate"] == 1.0).all() and (agg["fast_0"] == 1.0).all()
+    assert "ablation: 2 seeds x 1 tasks" in done.stdout
+
+    page = (out / "report" / "index.html").read_text()
+    assert "Comparison" in page and "not representative of a GPU" in page
+    for run in ("default-s0", "default-s1", "random-s0", "random-s1"):
+        assert (out / "runs" / run / "summary.json").is_file()
+        assert (out / "runs" / run / "report" / "convergence.png").is_file()
+
+    # Again: every (variant, seed) is done, so nothing runs and nothing changes.
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/summary.json")}
+    again = run_cli("ablate", str(SMOKE), "--out", str(out), "--quiet", timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert pd.read_csv(out / "summary.csv").equals(summary)
