@@ -81,7 +81,7 @@ def _short_traceback(exc: BaseException, source_file: str | None, limit_chars: i
 def _is_compile_exception(exc: BaseException) -> bool:
     names = {c.__name__ for c in type(exc).__mro__}
     return bool(names & {"CompilationError", "OutOfResources", "PTXASError", "CompileTimeAssertionFailure",
-                         "UnsupportedLanguageConstruct", "InterpreterError"})
+                         "UnsupportedLanguageConstruct", "InterpreterError", "CuteCompileError"})
 
 
 def _to_device(x: Any, device: str) -> Any:

@@ -50,11 +50,18 @@ class OpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+# Counters inside ``LaunchCounter.active``: launches that do not go through Triton (CuTe/CUDA C++ through
+# ``evoforge.backends.cute``) report themselves here through ``counted_launch``.
+_ACTIVE_COUNTERS: list[LaunchCounter] = []
+
+
 class LaunchCounter:
-    """Counts Triton kernel launches by patching the launch entry points of the JIT and the interpreter."""
+    """Counts kernel launches: Triton's by patching the launch entry points of the JIT and the interpreter,
+    CuTe's through ``counted_launch``, which the CuTe loader wraps around every call into a compiled library."""
 
     def __init__(self) -> None:
         self.launches = 0
+        self.by_language: Counter[str] = Counter()
         self.recorder: OpRecorder | None = None
 
     @contextlib.contextmanager
@@ -65,6 +72,7 @@ class LaunchCounter:
 
             def run(fn_self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
                 self.launches += 1
+                self.by_language["triton"] += 1
                 if self.recorder is not None:
                     self.recorder.paused += 1
                 try:
@@ -75,11 +83,31 @@ class LaunchCounter:
 
             cls.run = run
             patched.append((cls, original))
+        _ACTIVE_COUNTERS.append(self)
         try:
             yield self
         finally:
             for cls, original in patched:
                 cls.run = original
+            _ACTIVE_COUNTERS.remove(self)
+
+
+@contextlib.contextmanager
+def counted_launch(language: str = "cute") -> Iterator[None]:
+    """Wrap one launch that does not go through Triton: every active counter counts it, and the ATen ops its
+    plumbing may call (none for a ctypes call) are not held against the candidate."""
+    counters = list(_ACTIVE_COUNTERS)
+    for counter in counters:
+        counter.launches += 1
+        counter.by_language[language] += 1
+        if counter.recorder is not None:
+            counter.recorder.paused += 1
+    try:
+        yield
+    finally:
+        for counter in counters:
+            if counter.recorder is not None:
+                counter.recorder.paused -= 1
 
 
 def _launch_classes() -> list[type]:

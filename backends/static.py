@@ -16,9 +16,59 @@ def _has_model_new(tree: ast.Module) -> bool:
     return False
 
 
+def _module_string(tree: ast.Module, name: str) -> tuple[bool, str | None]:
+    """(assigned at module level, its value when it is a plain string literal)."""
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            value = node.value
+            return True, value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+    return False, None
+
+
+def _imported_modules(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _cute_fault(tree: ast.Module) -> str | None:
+    """Why a ``cute`` candidate cannot be evaluated, or None.
+
+    The contract (backends/cute.py): CUDA C++ using CuTe in a module-level ``CUDA_SRC``, compiled and launched
+    through ``evoforge.backends.cute.load``, which counts every launch for the anti-cheat. Other ways to run
+    native code (torch's cpp_extension, ctypes or cffi on a library of one's own) would launch uncounted kernels.
+    """
+    assigned, cuda_src = _module_string(tree, "CUDA_SRC")
+    if not assigned:
+        return ("the module defines no CUDA_SRC: a CuTe candidate keeps its CUDA C++ in a module-level string "
+                "CUDA_SRC and loads it with evoforge.backends.cute.load(CUDA_SRC, params=PARAMS)")
+    imported = _imported_modules(tree)
+    banned = sorted(m for m in imported if m.split(".")[0] in ("ctypes", "cffi") or "cpp_extension" in m)
+    if banned:
+        return (f"the module imports {', '.join(banned)}: CuTe candidates compile and launch only through "
+                "evoforge.backends.cute.load (its launches are the ones the anti-cheat counts)")
+    if not any(m == "evoforge.backends.cute" or m.startswith("evoforge.backends.cute.") for m in imported):
+        return "the module does not import evoforge.backends.cute: nothing would compile or launch CUDA_SRC"
+    if cuda_src is not None:
+        if "__global__" not in cuda_src:
+            return "CUDA_SRC defines no __global__ kernel"
+        if "<cute/" not in cuda_src and "cute::" not in cuda_src:
+            return "CUDA_SRC does not use CuTe (#include <cute/tensor.hpp>): the language of this candidate is CuTe"
+        if 'extern "C"' not in cuda_src:
+            return 'CUDA_SRC has no extern "C" launch function for Python to call'
+    return None
+
+
 def _uses_kernel_language(source: str, tree: ast.Module, language: str) -> bool:
     if language == "cute":
-        return "load_inline" in source or "cpp_extension" in source or "__global__" in source
+        return _cute_fault(tree) is None
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in ("jit", "autotune", "heuristics"):
             base = node.value
@@ -53,9 +103,12 @@ def static_check(source: str, *, language: str = "triton") -> EvalResult | None:
         return EvalResult.failure(EvalStatus.COMPILE_ERROR,
                                   "the module defines no ModelNew class (KernelBench convention: class ModelNew(nn.Module))",
                                   details={"stage": "static"})
-    if not _uses_kernel_language(source, tree, language):
-        what = "CuTe/CUDA extension" if language == "cute" else "@triton.jit kernel"
-        return EvalResult.failure(EvalStatus.REJECTED, f"the module defines no {what}: nothing to evaluate",
+    if language == "cute":
+        fault = _cute_fault(tree)
+        if fault is not None:
+            return EvalResult.failure(EvalStatus.REJECTED, fault, details={"stage": "static"})
+    elif not _uses_kernel_language(source, tree, language):
+        return EvalResult.failure(EvalStatus.REJECTED, "the module defines no @triton.jit kernel: nothing to evaluate",
                                   details={"stage": "static"})
     fallbacks = _forward_fallbacks(tree)
     if fallbacks:

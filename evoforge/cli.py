@@ -57,14 +57,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
     source = read_candidate_file(args.candidate)
     candidate = Candidate.from_source(source, task=task.name, params=_set_flags(args.param, "--param"),
                                       language=args.language)
+    if args.compile_only:
+        if args.language != "cute":
+            raise UsageError("--compile-only: only for --language cute (a Triton kernel compiles when it first runs)")
+        from evoforge.backends.cute import compile_only
+
+        return _report(task, compile_only(candidate, args.arch or "nvidia-sm90"), args.json)
     evaluator = make_evaluator(backend_name=args.backend, arch=args.arch, trials=args.trials,
                                timeout_s=args.timeout, knowledge=not args.no_kb, timing=not args.no_timing)
     try:
         result = evaluator.evaluate(task, candidate)
     finally:
         evaluator.close()
+    return _report(task, result, args.json)
+
+
+def _report(task: Task, result: Any, as_json: bool) -> int:
     d = result.to_dict()
-    if args.json:
+    if as_json:
         print(json.dumps({k: d[k] for k in d if k != "versions"} | {"versions": d["versions"]}))
     else:
         _print_result(task, result)
@@ -77,8 +87,9 @@ def _print_result(task: Task, result: Any) -> None:
     console = Console()
     colour = "green" if result.ok else "red"
     console.print(f"[bold]{task.name}[/bold] on {result.backend} ({result.arch}): [{colour}]{result.status}[/{colour}]")
-    if result.ok:
+    if result.ok and result.max_abs_err is not None:  # a compile-only result has no correctness to show
         console.print(f"  correct ({result.criterion}); max abs err {result.max_abs_err:.3g}")
+    if result.ok:
         if result.runtime_ms is not None:
             console.print(f"  candidate {result.runtime_ms:.4g} ms, reference {result.ref_ms:.4g} ms, "
                           f"speedup {result.speedup:.3g}x")
@@ -118,6 +129,8 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--trials", type=int, default=3, help="correctness trials with fresh inputs (default 3)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds before the evaluation is killed")
     p.add_argument("--language", default="triton", choices=["triton", "cute"])
+    p.add_argument("--compile-only", action="store_true",
+                   help="cute only: compile with nvcc for --arch (default nvidia-sm90) and stop; needs no GPU")
     p.add_argument("--no-kb", action="store_true", help="skip the knowledge base's hard-rule check")
     p.add_argument("--no-timing", action="store_true", help="check correctness only")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
