@@ -7,7 +7,6 @@ tile is predicated element by element with an identity tensor. NaN propagates as
 
 import torch
 import torch.nn as nn
-
 from evoforge.backends.cute import load
 
 LANGUAGE = "cute"

@@ -9,7 +9,6 @@ no cp.async pipeline; the stages (copy atoms, MMA atoms, pipelining) are what th
 
 import torch
 import torch.nn as nn
-
 from evoforge.backends.cute import load
 
 LANGUAGE = "cute"
