@@ -322,7 +322,7 @@ def print_aggregate(agg: pd.DataFrame, confidence: float, console: Any = None) -
     for _, row in agg.iterrows():
         geo = "–" if pd.isna(row["geomean_speedup"]) else f"{row['geomean_speedup']:.3g}" + (
             "" if pd.isna(row["geomean_speedup_lo"])
-            else f" ({row['geomean_speedup_lo']:.3g}–{row['geomean_speedup_hi']:.3g})")
+            else f" ({row['geomean_speedup_lo']:.2g}–{row['geomean_speedup_hi']:.2g})")
         table.add_row(str(row["variant"]), pm(row, "success_rate"), geo, *(pm(row, f) for f in fast))
     console.print(table)
     console.print(AGGREGATE_NOTE.format(confidence=confidence), style="dim", highlight=False)
@@ -406,6 +406,7 @@ def run_campaign(config: CampaignConfig, resume: bool, tick: Tick) -> None:
             await campaign.run()
         finally:
             ticking.cancel()
+        tick(sum(s.evaluations for s in campaign.tasks.values()), planned)
 
     try:
         campaign.setup()

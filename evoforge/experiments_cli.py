@@ -11,9 +11,20 @@ from typing import Any
 from evoforge.core import UsageError
 
 
+def _quiet_optuna() -> None:
+    """Reading a record is not news: no INFO line per study, no experimental-API warning per call."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from evoforge.report import write_report
 
+    _quiet_optuna()
     page = write_report(args.run_dir)
     print(f"report: {page}  (open it in a browser; figures beside it as PNG and SVG)")
     return 0
@@ -26,6 +37,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     from evoforge.report import write_ablation_report
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _quiet_optuna()
     spec = load_ablation(args.ablation)
     if args.seeds:
         try:
@@ -54,6 +66,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from evoforge.dashboard import serve
 
+    _quiet_optuna()
     try:
         serve(args.run_dir, host=args.host, port=args.port)
     except KeyboardInterrupt:

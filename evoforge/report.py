@@ -247,23 +247,39 @@ def _label(task: str) -> str:
     return task.split("/")[-1]
 
 
+def _speedup_axis(ax: Any, values: list[float]) -> None:
+    """Log scale when speedups span a decade or sit far below 1x (interpreter times); the 1x reference line
+    only where it does not squash the curves into a flat line."""
+    finite = [v for v in values if v > 0 and math.isfinite(v)]
+    if not finite:
+        ax.axhline(1.0, color="grey", ls="--", lw=0.8)
+        return
+    lo, hi = min(finite), max(finite)
+    if hi / lo > 10 or hi < 0.5:
+        ax.set_yscale("log")
+    if lo / 1.5 <= 1.0 <= hi * 1.5:
+        ax.axhline(1.0, color="grey", ls="--", lw=0.8, label="reference (1x)")
+
+
 def plot_convergence(run: RunRecord, out_dir: Path) -> str:
-    fig = Figure(figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
     ax_evals, ax_wall = fig.subplots(1, 2)
     many = len(run.trials) > 12
+    values: list[float] = []
     for task, df in run.trials.items():
         if df.empty:
             continue
         curve = best_so_far(df)
+        values += [float(v) for v in curve.dropna()]
         ax_evals.step(df["position"], curve, where="post", label=_label(task), lw=1.6)
         wall = df["wall_time_s"]
         if wall.notna().any():
             ax_wall.step(wall, curve, where="post", label=_label(task), lw=1.6)
     for ax, xlabel in ((ax_evals, "evaluations"), (ax_wall, "wall time (s)")):
-        ax.axhline(1.0, color="grey", ls="--", lw=0.8)
+        _speedup_axis(ax, values)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("best speedup so far (x)")
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=0.3, which="both")
     ax_evals.set_title("best speedup vs evaluations")
     ax_wall.set_title("best speedup vs wall time")
     if not many:
@@ -272,7 +288,7 @@ def plot_convergence(run: RunRecord, out_dir: Path) -> str:
 
 
 def plot_statuses(counts: pd.DataFrame, out_dir: Path) -> str:
-    fig = Figure(figsize=(9, 0.45 * len(counts) + 1.6))
+    fig = Figure(figsize=(9, 0.45 * len(counts) + 1.6), layout="constrained")
     ax = fig.subplots()
     left = pd.Series(0, index=counts.index, dtype=float)
     labels = [_label(t) for t in counts.index]
@@ -460,14 +476,16 @@ def is_ablation_dir(path: str | Path) -> bool:
 
 
 def plot_ablation_speedup(agg: pd.DataFrame, out_dir: Path, confidence: float) -> str:
-    fig = Figure(figsize=(max(5.0, 1.3 * len(agg) + 2), 4))
+    fig = Figure(figsize=(max(5.0, 1.3 * len(agg) + 2), 4), layout="constrained")
     ax = fig.subplots()
     mid = agg["geomean_speedup"].to_numpy(dtype=float)
     lo = (mid - agg["geomean_speedup_lo"].to_numpy(dtype=float))
     hi = (agg["geomean_speedup_hi"].to_numpy(dtype=float) - mid)
     err = [[0 if math.isnan(v) else v for v in lo], [0 if math.isnan(v) else v for v in hi]]
     ax.bar(agg["variant"], mid, yerr=err, capsize=6, color="#4c72b0")
-    ax.axhline(1.0, color="grey", ls="--", lw=0.8)
+    top = [v for v in agg["geomean_speedup_hi"].fillna(agg["geomean_speedup"]) if math.isfinite(v)]
+    if top and max(top) > 0.5:
+        ax.axhline(1.0, color="grey", ls="--", lw=0.8)
     ax.set_ylabel("geometric-mean speedup (x)")
     ax.set_title(f"speedup per variant ({confidence:.0%} CI across seeds; correct kernels only)")
     ax.grid(axis="y", alpha=0.3)
@@ -475,7 +493,7 @@ def plot_ablation_speedup(agg: pd.DataFrame, out_dir: Path, confidence: float) -
 
 
 def plot_fast_p(curves: pd.DataFrame, out_dir: Path) -> str:
-    fig = Figure(figsize=(7, 4.2))
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
     ax = fig.subplots()
     for variant, df in curves.groupby("variant", sort=False):
         ax.step(df["p"], df["fast_p"], where="post", label=str(variant), lw=1.8)
