@@ -282,7 +282,7 @@ def plot_convergence(run: RunRecord, out_dir: Path) -> str:
         ax.grid(alpha=0.3, which="both")
     ax_evals.set_title("best speedup vs evaluations")
     ax_wall.set_title("best speedup vs wall time")
-    if not many:
+    if not many and ax_evals.get_legend_handles_labels()[0]:
         ax_evals.legend(fontsize=8)
     return _save(fig, out_dir, "convergence")
 

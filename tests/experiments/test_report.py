@@ -87,6 +87,18 @@ def test_report_while_running_and_without_a_summary(run_dir: Path) -> None:
     assert "running or interrupted" in page and "2.5x" in page
 
 
+def test_report_of_a_campaign_that_has_just_started(tmp_path: Path) -> None:
+    """Studies exist (set-up creates them) but no trial is recorded yet."""
+    from evoforge.search.store import Store
+
+    from evoforge.config import CampaignConfig, TaskConfig
+
+    CampaignConfig(name="fresh", out=str(tmp_path), tasks=[TaskConfig(spec="L1/19")]).write(tmp_path / "config.json")
+    Store(run_dir=tmp_path, campaign="fresh").study(TASK)
+    page = write_report(tmp_path).read_text()
+    assert "No evaluation recorded yet" in page and "No correct kernel yet" in page
+
+
 def test_bad_run_dir_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such directory"):
         write_report(tmp_path / "missing")
