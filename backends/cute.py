@@ -250,7 +250,7 @@ class _Diagnostic:
     def user_line(self) -> int | None:
         if self.in_user_file:
             return self.line
-        for frame in reversed(self.frames):
+        for frame in self.frames:  # innermost first: the user-code line closest to the fault
             m = _FRAME_USER.search(frame)
             if m:
                 return int(m.group(1))
