@@ -31,7 +31,7 @@ def interpreter_evaluator():
     """One sandboxed evaluation process reused across tests, as a campaign reuses it."""
     from evoforge.cli import make_evaluator
 
-    evaluator = make_evaluator(backend_name="interpreter", arch=None, trials=3, timeout_s=20, knowledge=False,
+    evaluator = make_evaluator(backend_name="interpreter", arch=None, trials=3, timeout_s=10, knowledge=False,
                                timing=False)
     yield evaluator
     evaluator.close()

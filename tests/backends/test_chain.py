@@ -49,7 +49,7 @@ def test_messages_carry_what_a_repair_needs(relu_task, interpreter_evaluator):
 
 def test_evaluator_survives_crash_and_hang_and_then_passes_good_kernel(relu_task, interpreter_evaluator):
     good = Candidate.from_source((FIXTURES / "relu" / "correct.py").read_text())
-    for bad in ("segfault", "hang"):
+    for bad in ("segfault", "raises"):
         interpreter_evaluator.evaluate(relu_task, Candidate.from_source((FIXTURES / "relu" / f"{bad}.py").read_text()))
         assert interpreter_evaluator.evaluate(relu_task, good).ok
 
