@@ -4,8 +4,8 @@ Seed for level1/89_cumsum (32768 x 32768 fp32, dim=1; rows of 128 KB: one read a
 The scanned dimension is made the last, contiguous one (a no-op copy-free view for dim = -1, the KernelBench
 case; a transposing copy otherwise). A program owns ROWS rows and walks them in [ROWS, BLOCK] tiles:
 tl.cumsum of the tile along the row plus the running carry, then carry += the tile's row sums. The loads of
-tile i+1 do not depend on the carry, so the scan's latency overlaps the next tile's memory traffic; ROWS > 1
-puts more independent bytes in flight per program when rows are short.
+tile i+1 do not depend on the carry, so they can be issued while tile i is scanned; ROWS > 1 puts more
+independent bytes in flight per program when rows are short.
 """
 
 import torch
@@ -18,7 +18,7 @@ SPACE = {
     "ROWS": [1, 2, 4],
     "num_warps": [2, 4, 8, 16],
 }
-PARAMS = {"BLOCK": 4096, "ROWS": 1, "num_warps": 8}
+PARAMS = {"BLOCK": 1024, "ROWS": 1, "num_warps": 4}
 
 
 @triton.jit
@@ -27,6 +27,7 @@ def cumsum_rows_kernel(x_ptr, y_ptr, n_rows, L, BLOCK: tl.constexpr, ROWS: tl.co
     row_mask = rows < n_rows
     row_base = rows.to(tl.int64) * L
     cols = tl.arange(0, BLOCK)
+    last = (cols == BLOCK - 1)[None, :]
     carry = tl.zeros([ROWS], dtype=tl.float32)
     for start in range(0, L, BLOCK):
         c = start + cols
@@ -35,7 +36,10 @@ def cumsum_rows_kernel(x_ptr, y_ptr, n_rows, L, BLOCK: tl.constexpr, ROWS: tl.co
         x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         y = tl.cumsum(x, 1) + carry[:, None]
         tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
-        carry += tl.sum(x, 1)
+        # The next carry is the tile's last prefix (masked tails load 0, so it is the running total). Written
+        # as a selection, not `carry += tl.sum(x, 1)`: Triton 3.6's OptimizeThreadLocality pass asserts on a
+        # loop-carried sum whose final value is unused (seen on sm90).
+        carry = tl.sum(tl.where(last, y, 0.0), 1)
 
 
 class ModelNew(nn.Module):

@@ -2,8 +2,9 @@
 
 Seed for level1/19_ReLU. A 1-D grid of BLOCK-element tiles over the flattened tensor, int64 offsets
 (4096 x 393216 = 1.6e9 elements sits just under int32's limit; any larger shape would wrap), every tail masked.
-On an H200, 4096-8192 elements per program with 4-8 warps (16-32 elements, i.e. 4-8 16-byte vectors per
-thread) keeps enough bytes in flight to stream at ~90% of HBM bandwidth.
+On an H200 (measured at 4096 x 393216 fp32) 512-1024 elements per program with 2-4 warps streams at
+97-100% of the copy bandwidth; 2048-8192 with 4-8 warps lands at 91-96%, and cache-eviction hints
+(evict_first) cost 3-7%: leave them out of pure streams.
 """
 
 import torch
@@ -11,8 +12,8 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-SPACE = {"BLOCK": [1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]}
-PARAMS = {"BLOCK": 4096, "num_warps": 8}
+SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "num_warps": [2, 4, 8, 16]}
+PARAMS = {"BLOCK": 1024, "num_warps": 4}
 
 
 @triton.jit
@@ -20,9 +21,9 @@ def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     start = tl.program_id(0).to(tl.int64) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, eviction_policy="evict_first")
+    x = tl.load(x_ptr + offs, mask=mask)
     y = tl.where(x > 0, x, 0.0)
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 class ModelNew(nn.Module):

@@ -25,7 +25,7 @@ SPACE = {
     "GEMV_BLOCK_K": [256, 512, 1024, 2048],
     "num_warps": [2, 4, 8],
 }
-PARAMS = {"COL_BLOCK_K": 128, "COL_BLOCK_J": 32, "SPLIT": 16, "GEMV_BLOCK_M": 4, "GEMV_BLOCK_K": 1024,
+PARAMS = {"COL_BLOCK_K": 128, "COL_BLOCK_J": 32, "SPLIT": 16, "GEMV_BLOCK_M": 16, "GEMV_BLOCK_K": 1024,
           "num_warps": 4}
 
 

@@ -7,6 +7,9 @@ into chunks of BLOCK * ITERS elements and
   element (shifted sums: E[x^2] - E[x]^2 without the catastrophic cancellation when |mean| >> std);
 - kernel 2 (same grid) folds its row's partials (a few hundred floats, L2-resident) into mean and rstd and
   writes y = (x - mean) * rstd * w + b.
+Programs are numbered chunk-major (consecutive programs take the same chunk of every row), so each chunk of
+w and b comes from HBM once and is an L2 hit for the other rows; row-major numbering streams all of w and b
+(32 MB) once per row.
 Memory: x is read twice (the floor for a row too long to keep on chip: floor_passes 2 counts read+read+write
 over read+write ~ 1.5x), w and b once. REVERSE runs kernel 2's programs in the opposite order to kernel 1's,
 so the chunks kernel 1 read last are still in L2 when kernel 2 starts.
@@ -27,10 +30,10 @@ PARAMS = {"BLOCK": 4096, "ITERS": 8, "num_warps": 8, "REVERSE": True}
 
 
 @triton.jit
-def ln_partial_kernel(x_ptr, part_ptr, N, n_chunks, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+def ln_partial_kernel(x_ptr, part_ptr, N, n_rows, n_chunks, BLOCK: tl.constexpr, ITERS: tl.constexpr):
     pid = tl.program_id(0)
-    row = pid // n_chunks
-    chunk = pid % n_chunks
+    chunk = pid // n_rows
+    row = pid % n_rows
     x_row = x_ptr + row.to(tl.int64) * N
     shift = tl.load(x_row).to(tl.float32)
     base = chunk.to(tl.int64) * (BLOCK * ITERS)
@@ -44,19 +47,20 @@ def ln_partial_kernel(x_ptr, part_ptr, N, n_chunks, BLOCK: tl.constexpr, ITERS: 
         d = tl.where(mask, x - shift, 0.0)
         acc1 += d
         acc2 += d * d
-    tl.store(part_ptr + pid * 2, tl.sum(acc1, 0))
-    tl.store(part_ptr + pid * 2 + 1, tl.sum(acc2, 0))
+    slot = (row * n_chunks + chunk) * 2
+    tl.store(part_ptr + slot, tl.sum(acc1, 0))
+    tl.store(part_ptr + slot + 1, tl.sum(acc2, 0))
 
 
 @triton.jit
-def ln_normalize_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, N, n_chunks, eps,
+def ln_normalize_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, N, n_rows, n_chunks, eps,
                         BLOCK: tl.constexpr, ITERS: tl.constexpr, P_BLOCK: tl.constexpr,
                         REVERSE: tl.constexpr):
     pid = tl.program_id(0)
     if REVERSE:
         pid = tl.num_programs(0) - 1 - pid
-    row = pid // n_chunks
-    chunk = pid % n_chunks
+    chunk = pid // n_rows
+    row = pid % n_rows
     x_row = x_ptr + row.to(tl.int64) * N
     y_row = y_ptr + row.to(tl.int64) * N
     p = tl.arange(0, P_BLOCK)
@@ -75,8 +79,8 @@ def ln_normalize_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, N, n_chunks, eps,
         offs = base + i * BLOCK + cols
         mask = offs < N
         x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         y = (x - mean) * rstd * w + b
         tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
@@ -96,10 +100,10 @@ class ModelNew(nn.Module):
         n_chunks = triton.cdiv(n, block * iters)
         partials = torch.empty((rows * n_chunks, 2), device=x.device, dtype=torch.float32)
         grid = (rows * n_chunks,)
-        ln_partial_kernel[grid](x, partials, n, n_chunks, BLOCK=block, ITERS=iters,
+        ln_partial_kernel[grid](x, partials, n, rows, n_chunks, BLOCK=block, ITERS=iters,
                                 num_warps=PARAMS["num_warps"])
         ln_normalize_kernel[grid](x, self.ln.weight.contiguous(), self.ln.bias.contiguous(), y, partials, n,
-                                  n_chunks, self.ln.eps, BLOCK=block, ITERS=iters,
+                                  rows, n_chunks, self.ln.eps, BLOCK=block, ITERS=iters,
                                   P_BLOCK=triton.next_power_of_2(n_chunks), REVERSE=PARAMS["REVERSE"],
                                   num_warps=PARAMS["num_warps"])
         return y

@@ -1,16 +1,25 @@
-"""Dense fp32 matmul C = A @ B: grouped tiles, tensor cores through a precise input precision.
+"""Dense fp32 matmul C = A @ B: grouped tiles on tensor cores, at fp32-level accuracy.
 
 Seed for level1/1_Square_matrix_multiplication_ (4096^3 fp32). PyTorch's fp32 matmul (cuBLAS SGEMM, no TF32)
-runs at the fp32 FMA peak; plain TF32 is ~8x faster but fails the fp32 check (0.29 max abs err at 4096).
-``PRECISION = "tf32x3"`` splits each operand into a TF32 head and tail and issues three tensor-core products
-(error ~1.9e-4 from float64 at 4096, below PyTorch's own 9.5e-4), which is the way past cuBLAS; "ieee" is the
-exact FMA path (correct, no faster than cuBLAS). Both pass the chain; TF32 alone is not in SPACE.
-- Grouped launch order (GROUP_M tiles of M share each B column panel) keeps panels L2-resident.
-- Edge tiles are handled with masks (never with wrapped indices plus contiguity hints, which would be a lie
-  on odd sizes); EVEN_K drops the K mask when K % BLOCK_K == 0, the usual KernelBench case.
-- B_KMAJOR copies B transposed first (a 64 MB copy at 4096, ~30 us) so both operands are K-contiguous, the
-  layout Hopper's wgmma wants for 32-bit inputs; try both.
+runs at the fp32 FMA peak (~51 TFLOP/s measured); plain TF32 is far faster but fails the fp32 check (0.29 max
+abs err at 4096). Two accurate ways onto the tensor cores, chosen by SPLIT:
+- "bf16x3" (default): a prologue kernel splits each fp32 operand once into bf16 hi = bf16(x) and
+  lo = bf16(x - hi); the main loop issues three bf16 MMAs, lo*hi + hi*lo + hi*hi, with operands straight from
+  shared memory (Hopper runs bf16 at 2x the TF32 rate and accepts either operand layout for 16-bit types).
+  Error on KernelBench's inputs: 8e-4 from float64 at 4096, against PyTorch's own 4.7e-3. The split costs one
+  read and one write of A and B (~0.03 ms at 4096).
+- "none": one tl.dot on the fp32 tiles with PRECISION "tf32x3" (Triton splits in registers inside the loop:
+  accurate, slower) or "ieee" (exact FMAs, no faster than cuBLAS). With fp32 operands wgmma wants B
+  K-contiguous: B_KMAJOR copies B transposed first (2x faster for tf32x3 at 4096).
+Measured on an H200 at 4096 (Triton 3.6): SPLIT=bf16x3 ~1.0 ms is the goal (eager 2.68 ms); Triton's
+in-kernel bf16x3 1.35 ms, tf32x3 with B_KMAJOR 1.69 ms, tf32x3 without it 3.99 ms.
+Edge tiles are handled with masks (never wrapped indices plus contiguity hints, a lie on odd sizes); EVEN_K
+drops the K mask when K % BLOCK_K == 0. Grouped launch order (GROUP_M) keeps B panels L2-resident.
+The Triton interpreter (3.6) multiplies bf16 tiles as raw 16-bit integers, so under TRITON_INTERPRET the
+split tiles are widened to fp32 before tl.dot: the same products (bf16 x bf16 is exact in fp32), right answers.
 """
+
+import os
 
 import torch
 import torch.nn as nn
@@ -20,21 +29,36 @@ import triton.language as tl
 SPACE = {
     "BLOCK_M": [64, 128, 256],
     "BLOCK_N": [64, 128, 256],
-    "BLOCK_K": [16, 32, 64],
+    "BLOCK_K": [32, 64],
     "GROUP_M": [1, 4, 8, 16],
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4, 5],
+    "SPLIT": ["bf16x3", "none"],
     "PRECISION": ["tf32x3", "ieee"],
     "B_KMAJOR": [False, True],
 }
-PARAMS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "PRECISION": "tf32x3", "B_KMAJOR": False}
+PARAMS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+          "SPLIT": "bf16x3", "PRECISION": "tf32x3", "B_KMAJOR": True}
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                  PRECISION: tl.constexpr, EVEN_K: tl.constexpr):
+def split_bf16_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    hi = x.to(tl.bfloat16)
+    lo = (x - hi.to(tl.float32)).to(tl.bfloat16)  # x - hi is exact in fp32
+    tl.store(hi_ptr + offs, hi, mask=mask)
+    tl.store(lo_ptr + offs, lo, mask=mask)
+
+
+@triton.jit
+def matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                  stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, EVEN_K: tl.constexpr,
+                  WIDEN: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -50,36 +74,66 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
     offs_k = tl.arange(0, BLOCK_K)
     m_mask = offs_m < M
     n_mask = offs_n < N
-    a_ptrs = a_ptr + offs_m.to(tl.int64)[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n.to(tl.int64)[None, :] * stride_bn
+    a_offs = offs_m.to(tl.int64)[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_offs = offs_k[:, None] * stride_bk + offs_n.to(tl.int64)[None, :] * stride_bn
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
-            a = tl.load(a_ptrs, mask=m_mask[:, None], other=0.0)
-            b = tl.load(b_ptrs, mask=n_mask[None, :], other=0.0)
+            a_mask = m_mask[:, None]
+            b_mask = n_mask[None, :]
         else:
             k_mask = offs_k < K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-            b = tl.load(b_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+            a_mask = m_mask[:, None] & k_mask[None, :]
+            b_mask = k_mask[:, None] & n_mask[None, :]
+        if SPLIT:
+            a_hi = tl.load(a_ptr + a_offs, mask=a_mask, other=0.0)
+            a_lo = tl.load(a_lo_ptr + a_offs, mask=a_mask, other=0.0)
+            b_hi = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
+            b_lo = tl.load(b_lo_ptr + b_offs, mask=b_mask, other=0.0)
+            if WIDEN:
+                a_hi, a_lo = a_hi.to(tl.float32), a_lo.to(tl.float32)
+                b_hi, b_lo = b_hi.to(tl.float32), b_lo.to(tl.float32)
+            acc = tl.dot(a_lo, b_hi, acc)  # small terms first
+            acc = tl.dot(a_hi, b_lo, acc)
+            acc = tl.dot(a_hi, b_hi, acc)
+        else:
+            a = tl.load(a_ptr + a_offs, mask=a_mask, other=0.0)
+            b = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_offs += BLOCK_K * stride_ak
+        b_offs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
+
+
+def split_bf16(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """hi, lo in bf16 with x ~= hi + lo (16 significant bits), same shape and strides as contiguous x."""
+    x = x.contiguous()
+    hi = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
+    lo = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
+    n = x.numel()
+    split_bf16_kernel[(triton.cdiv(n, 2048),)](x, hi, lo, n, BLOCK=2048, num_warps=8)
+    return hi, lo
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     m, k = a.shape
     n = b.shape[1]
-    if PARAMS["B_KMAJOR"]:
-        b = b.t().contiguous().t()  # same values, K-contiguous storage
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    split = PARAMS["SPLIT"] == "bf16x3"
+    if split:
+        a, a_lo = split_bf16(a)
+        b, b_lo = split_bf16(b)
+    else:
+        if PARAMS["B_KMAJOR"]:
+            b = b.t().contiguous().t()  # same values, K-contiguous storage
+        a_lo, b_lo = a, b
+    c = torch.empty((m, n), device=a.device, dtype=torch.float32)
     bm, bn, bk = PARAMS["BLOCK_M"], PARAMS["BLOCK_N"], PARAMS["BLOCK_K"]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                        c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=PARAMS["GROUP_M"],
-                        PRECISION=PARAMS["PRECISION"], EVEN_K=k % bk == 0, num_warps=PARAMS["num_warps"],
-                        num_stages=PARAMS["num_stages"])
+    matmul_kernel[grid](a, a_lo, b, b_lo, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=PARAMS["GROUP_M"],
+                        SPLIT=split, PRECISION=PARAMS["PRECISION"], EVEN_K=k % bk == 0,
+                        WIDEN=split and INTERPRETED, num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
     return c
 
 

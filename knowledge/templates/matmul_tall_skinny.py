@@ -1,18 +1,25 @@
 """Tall-skinny fp32 matmul C = A @ B with a tiny K: the output write is the whole cost.
 
 Seed for level1/9_Tall_skinny_matrix_multiplication_: A is (32768, 32), B is (32, 32768), C is (32768, 32768)
-fp32 = 4.3 GB written for 8 MB read, 69 GFLOP. At the fp32 FMA peak (~51-67 TFLOP/s) the FLOPs alone take
-1.0-1.35 ms, as long as the write: PyTorch sits at ~2.5 ms. With ``PRECISION = "tf32x3"`` the products run on
-tensor cores (3 TF32 MMAs, error at fp32 level for K = 32) and the kernel becomes a pure store stream
-(4.3 GB at ~4.3 TB/s, ~1.0 ms); "ieee" keeps exact FMAs. BLOCK_K = K (one iteration, EVEN_K) at the default
-shape; A and B together are 8 MB and stay in L2, so GROUP_M matters little. Large BLOCK_N tiles give each
-program long contiguous row segments to store; stores are marked evict_first (streamed, not reused).
+fp32 = 4.3 GB written for 8 MB read, 69 GFLOP. At the fp32 FMA rate the FLOPs alone take as long as the write
+(PyTorch: ~2.56 ms); on tensor cores they are nearly free and the kernel becomes a store stream (4.3 GB at
+~4.3 TB/s, ~1.0 ms). Measured on an H200: plain TF32 (inaccurate, not allowed) 1.77 ms, Triton's in-kernel
+tf32x3 2.75-3.1 ms (the register split costs more than the MMAs), "ieee" FMAs 2.8 ms.
+SPLIT = "bf16x3" (default) splits A and B once (8 MB, ~10 us) into bf16 hi/lo parts and issues three bf16
+MMAs per tile (fp32-level error at K = 32); "none" uses one tl.dot with PRECISION (tf32x3 or ieee).
+BLOCK_K = K: one iteration (EVEN_K). A and B stay in L2, so GROUP_M matters little. TMA_STORE writes the tile
+with two bulk copies (tensor descriptor) instead of masked pointer stores, where rows are 16-byte aligned.
+The Triton interpreter (3.6) multiplies bf16 tiles as raw 16-bit integers, so under TRITON_INTERPRET the
+split tiles are widened to fp32 before tl.dot: the same products (bf16 x bf16 is exact in fp32).
 """
+
+import os
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 SPACE = {
     "BLOCK_M": [64, 128, 256],
@@ -21,17 +28,33 @@ SPACE = {
     "GROUP_M": [1, 4, 8, 16],
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4, 5],
+    "SPLIT": ["bf16x3", "none"],
     "PRECISION": ["tf32x3", "ieee"],
     "B_KMAJOR": [False, True],
+    "TMA_STORE": [False, True],
 }
-PARAMS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 2,
-          "PRECISION": "tf32x3", "B_KMAJOR": False}
+PARAMS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 2,
+          "SPLIT": "bf16x3", "PRECISION": "tf32x3", "B_KMAJOR": True, "TMA_STORE": False}
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
-def tall_skinny_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                  PRECISION: tl.constexpr, EVEN_K: tl.constexpr):
+def split_bf16_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    hi = x.to(tl.bfloat16)
+    lo = (x - hi.to(tl.float32)).to(tl.bfloat16)  # x - hi is exact in fp32
+    tl.store(hi_ptr + offs, hi, mask=mask)
+    tl.store(lo_ptr + offs, lo, mask=mask)
+
+
+@triton.jit
+def tall_skinny_matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, c_desc, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                  stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, EVEN_K: tl.constexpr,
+                  WIDEN: tl.constexpr, TMA_STORE: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -47,37 +70,77 @@ def tall_skinny_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak
     offs_k = tl.arange(0, BLOCK_K)
     m_mask = offs_m < M
     n_mask = offs_n < N
-    a_ptrs = a_ptr + offs_m.to(tl.int64)[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n.to(tl.int64)[None, :] * stride_bn
+    a_offs = offs_m.to(tl.int64)[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_offs = offs_k[:, None] * stride_bk + offs_n.to(tl.int64)[None, :] * stride_bn
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
-            a = tl.load(a_ptrs, mask=m_mask[:, None], other=0.0)
-            b = tl.load(b_ptrs, mask=n_mask[None, :], other=0.0)
+            a_mask = m_mask[:, None]
+            b_mask = n_mask[None, :]
         else:
             k_mask = offs_k < K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-            b = tl.load(b_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :],
-             eviction_policy="evict_first")
+            a_mask = m_mask[:, None] & k_mask[None, :]
+            b_mask = k_mask[:, None] & n_mask[None, :]
+        if SPLIT:
+            a_hi = tl.load(a_ptr + a_offs, mask=a_mask, other=0.0)
+            a_lo = tl.load(a_lo_ptr + a_offs, mask=a_mask, other=0.0)
+            b_hi = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
+            b_lo = tl.load(b_lo_ptr + b_offs, mask=b_mask, other=0.0)
+            if WIDEN:
+                a_hi, a_lo = a_hi.to(tl.float32), a_lo.to(tl.float32)
+                b_hi, b_lo = b_hi.to(tl.float32), b_lo.to(tl.float32)
+            acc = tl.dot(a_lo, b_hi, acc)  # small terms first
+            acc = tl.dot(a_hi, b_lo, acc)
+            acc = tl.dot(a_hi, b_hi, acc)
+        else:
+            a = tl.load(a_ptr + a_offs, mask=a_mask, other=0.0)
+            b = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_offs += BLOCK_K * stride_ak
+        b_offs += BLOCK_K * stride_bk
+    if TMA_STORE:
+        # Two [BLOCK_M, BLOCK_N / 2] bulk copies through shared memory, clipped at the edges by the copy engine.
+        out = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        out0, out1 = tl.split(out)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], out0.to(c_desc.dtype))
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], out1.to(c_desc.dtype))
+    else:
+        c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
+
+
+def split_bf16(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """hi, lo in bf16 with x ~= hi + lo (16 significant bits), same shape and strides as contiguous x."""
+    x = x.contiguous()
+    hi = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
+    lo = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
+    n = x.numel()
+    split_bf16_kernel[(triton.cdiv(n, 2048),)](x, hi, lo, n, BLOCK=2048, num_warps=8)
+    return hi, lo
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     m, k = a.shape
     n = b.shape[1]
-    if PARAMS["B_KMAJOR"]:
-        b = b.t().contiguous().t()  # same values, K-contiguous storage
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    split = PARAMS["SPLIT"] == "bf16x3"
+    if split:
+        a, a_lo = split_bf16(a)
+        b, b_lo = split_bf16(b)
+    else:
+        if PARAMS["B_KMAJOR"]:
+            b = b.t().contiguous().t()  # same values, K-contiguous storage
+        a_lo, b_lo = a, b
+    c = torch.empty((m, n), device=a.device, dtype=torch.float32)
     bm, bn, bk = PARAMS["BLOCK_M"], PARAMS["BLOCK_N"], PARAMS["BLOCK_K"]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    tall_skinny_matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                        c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=PARAMS["GROUP_M"],
-                        PRECISION=PARAMS["PRECISION"], EVEN_K=k % bk == 0, num_warps=PARAMS["num_warps"],
-                        num_stages=PARAMS["num_stages"])
+    # The copy engine needs 16-byte aligned rows: other widths fall back to masked pointer stores.
+    tma = PARAMS["TMA_STORE"] and (c.stride(0) * c.element_size()) % 16 == 0
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn // 2]) if tma else c
+    tall_skinny_matmul_kernel[grid](a, a_lo, b, b_lo, c, c_desc, m, n, k, a.stride(0), a.stride(1), b.stride(0),
+                                    b.stride(1), c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                    GROUP_M=PARAMS["GROUP_M"], SPLIT=split, PRECISION=PARAMS["PRECISION"],
+                                    EVEN_K=k % bk == 0, WIDEN=split and INTERPRETED, TMA_STORE=tma,
+                                    num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
     return c
 
 

@@ -20,12 +20,12 @@ import triton
 import triton.language as tl
 
 SPACE = {
-    "BLOCK": [1024, 2048, 4096, 8192, 16384],
+    "BLOCK": [1024, 2048, 4096, 8192, 16384, 32768],
     "num_warps": [4, 8, 16, 32],
     "ONE_PASS_MAX": [0, 8192, 16384, 32768],
     "REVERSE": [True, False],
 }
-PARAMS = {"BLOCK": 8192, "num_warps": 16, "ONE_PASS_MAX": 16384, "REVERSE": True}
+PARAMS = {"BLOCK": 32768, "num_warps": 32, "ONE_PASS_MAX": 16384, "REVERSE": True}
 
 
 @triton.jit
@@ -83,8 +83,10 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x)
         row_tile = triton.next_power_of_2(n_cols)
         if row_tile <= PARAMS["ONE_PASS_MAX"]:
+            # A whole row per program: ~16 elements per thread, up to 16 warps.
+            warps = max(1, min(16, row_tile // 512))
             softmax_one_pass_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK=row_tile,
-                                               num_warps=PARAMS["num_warps"])
+                                               num_warps=warps)
         else:
             block = min(PARAMS["BLOCK"], row_tile)
             softmax_online_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK=block,
