@@ -4,6 +4,12 @@ A hang past the timeout is ``timeout``; a child that dies (segfault, abort, OOM 
 the caller survives both and the next evaluation gets a fresh process. The child is reused between
 evaluations while it stays healthy, so Python, torch and Triton are imported once, not per candidate.
 
+The child answers each request with one JSON line carrying the request's id on a private pipe. A line that
+is not such an answer (a candidate that wrote into the pipe), or anything written while no request is in
+flight, means the process can no longer be trusted: it is killed and the candidate recorded as ``crashed``,
+so a later candidate never receives an earlier one's answer. The child dies with its parent (a Ray actor
+killed from outside), so a hung kernel is never left spinning.
+
 What is isolated: the process (killable), its environment (only an allowlist of variables passes; nothing
 named like a key, token, secret or password), its working and temporary directory (a fresh one), core dumps
 (off), open files and, where the backend allows, address space. What is not: the file system and the network
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -43,6 +50,18 @@ def scrubbed_environment(extra: dict[str, str] | None = None, *, home: str) -> d
     return env
 
 
+_MAX_LINE_BYTES = 16 << 20  # a result is a few KB; a longer line is a candidate flooding the pipe
+_FLOOD = "\0flood"
+
+
+def _parse_line(line: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _signal_name(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -67,6 +86,8 @@ class Sandbox:
         self._proc: subprocess.Popen[str] | None = None
         self._home: tempfile.TemporaryDirectory[str] | None = None
         self._stderr_path: Path | None = None
+        self._pending = b""  # bytes read from the result pipe past the last complete line
+        self._requests = 0
         self.restarts = 0
 
     def _start(self) -> None:
@@ -74,6 +95,7 @@ class Sandbox:
         extra = dict(self.child_env)
         if self.memory_limit_bytes:
             extra["EVOFORGE_MEMORY_LIMIT_BYTES"] = str(self.memory_limit_bytes)
+        extra["EVOFORGE_PARENT_PID"] = str(os.getpid())  # the child dies with this process
         env = scrubbed_environment(extra, home=self._home.name)
         self._stderr_path = Path(self._home.name) / "stderr.log"
         stderr = open(self._stderr_path, "w")  # noqa: SIM115  (owned by the child)
@@ -81,24 +103,46 @@ class Sandbox:
                                       stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=self._home.name,
                                       text=True, start_new_session=True)
         stderr.close()
+        self._pending = b""
         line = self._read_line(self.startup_timeout_s)
-        if line is None or not json.loads(line).get("ready"):
+        if not line or not _parse_line(line).get("ready"):
             tail = self._stderr_tail()
             self._kill()
             raise RuntimeError(f"the evaluation process for backend {self.backend} did not start: {tail}")
 
     def _read_line(self, timeout_s: float) -> str | None:
+        """One line from the result pipe, read unbuffered so no line waits unseen in a buffer.
+
+        None: nothing within the timeout; "": EOF (the process died); ``_FLOOD``: a line past any result's size.
+        """
         assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
         deadline = time.monotonic() + timeout_s
         with selectors.DefaultSelector() as sel:
-            sel.register(self._proc.stdout, selectors.EVENT_READ)
-            while True:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._pending:
+                if len(self._pending) > _MAX_LINE_BYTES:
+                    return _FLOOD
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
                 if sel.select(timeout=remaining):
-                    line = self._proc.stdout.readline()
-                    return line if line else ""  # "" is EOF: the process died
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        return ""
+                    self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line.decode(errors="replace") + "\n"
+
+    def _unexpected_output(self) -> bool:
+        """Anything on the result pipe while no request is in flight: a candidate wrote into it."""
+        if self._proc is None or self._proc.stdout is None:
+            return False
+        if self._pending:
+            return True
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._proc.stdout.fileno(), selectors.EVENT_READ)
+            return bool(sel.select(timeout=0))
 
     def _stderr_tail(self, n: int = 1500) -> str:
         try:
@@ -136,14 +180,16 @@ class Sandbox:
 
     def evaluate(self, task: Task, candidate: Candidate, options: dict[str, Any] | None = None,
                  timeout_s: float | None = None) -> EvalResult:
-        if self._proc is None or self._proc.poll() is not None:
+        if self._proc is None or self._proc.poll() is not None or self._unexpected_output():
             if self._proc is not None:
                 self.restarts += 1
             self._kill()
             self._start()
         assert self._proc is not None and self._proc.stdin is not None
-        request = {"task": task.to_dict(), "candidate": candidate.to_dict(), "backend": self.backend,
-                   "backend_options": self.backend_options, "options": options or {}}
+        self._requests += 1
+        request_id = f"{self._requests}-{secrets.token_hex(8)}"
+        request = {"id": request_id, "task": task.to_dict(), "candidate": candidate.to_dict(),
+                   "backend": self.backend, "backend_options": self.backend_options, "options": options or {}}
         started = time.perf_counter()
         try:
             self._proc.stdin.write(json.dumps(request) + "\n")
@@ -157,15 +203,31 @@ class Sandbox:
             self._kill()
             return EvalResult.failure(EvalStatus.TIMEOUT, f"no result after {limit:g} s (a hang, or far too slow); "
                                       "the evaluation process was killed", eval_s=elapsed, backend=self.backend)
+        if line == _FLOOD:
+            self._kill()
+            return EvalResult.failure(EvalStatus.CRASHED, f"the evaluation process wrote over {_MAX_LINE_BYTES >> 20} "
+                                      "MiB on its result pipe without ending a line (did the candidate write into "
+                                      "it?); the process was killed", eval_s=elapsed, backend=self.backend)
         if line == "":
             assert self._proc is not None
-            code = self._proc.wait()
+            try:
+                code = self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # closed its result pipe but lives on
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                code = self._proc.wait()
             tail = self._stderr_tail()
             self._kill()
             return EvalResult.failure(EvalStatus.CRASHED, f"the evaluation process {_signal_name(code)}"
                                       + (f"; its last output:\n{tail}" if tail else ""), eval_s=elapsed,
                                       backend=self.backend)
-        result = EvalResult.from_dict(json.loads(line))
+        answer = _parse_line(line)
+        if answer.get("id") != request_id or not isinstance(answer.get("result"), dict):
+            self._kill()
+            return EvalResult.failure(EvalStatus.CRASHED, "the evaluation process wrote something other than "
+                                      "this candidate's result on its result pipe (did the candidate write into "
+                                      f"it?): {line.strip()[:200]!r}; the process was killed", eval_s=elapsed,
+                                      backend=self.backend)
+        result = EvalResult.from_dict(answer["result"])
         if result.status is EvalStatus.RUNTIME_ERROR:
             self._kill()  # an error while running may leave the device context broken: start clean next time
         return result

@@ -2,13 +2,18 @@
 
 Started by backends/sandbox.py with a scrubbed environment, its own temporary directory and resource limits.
 Untrusted code may print: file descriptor 1 is pointed at stderr so only this module writes the protocol.
+Each answer echoes its request's id, so the parent can tell a result from anything a candidate wrote into
+the pipe. On Linux the process asks to be killed when its parent dies: a Ray actor killed from outside
+takes its evaluation process (and a hung kernel in it) along.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +29,22 @@ def _limit_resources() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
 
 
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: SIGKILL when the parent (the sandbox's owner) dies, however it dies."""
+    parent = os.environ.get("EVOFORGE_PARENT_PID")
+    if not sys.platform.startswith("linux") or not parent:
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # the parent died before the request took effect
+        os._exit(1)
+
+
 def main() -> int:
+    _die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -48,7 +68,8 @@ def main() -> int:
             backends[key] = get_backend(request["backend"], **request.get("backend_options", {}))
         chain = VerificationChain(backends[key], ChainOptions.from_dict(request.get("options", {})), workdir)
         result = chain.run(Task.from_dict(request["task"]), Candidate.from_dict(request["candidate"]))
-        protocol.write(json.dumps(_json_safe(result.to_dict())) + "\n")
+        answer = {"id": request.get("id"), "result": _json_safe(result.to_dict())}
+        protocol.write(json.dumps(answer) + "\n")
     return 0
 
 
