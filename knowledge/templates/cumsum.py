@@ -33,9 +33,9 @@ def cumsum_rows_kernel(x_ptr, y_ptr, n_rows, L, BLOCK: tl.constexpr, ROWS: tl.co
         c = start + cols
         mask = row_mask[:, None] & (c < L)[None, :]
         offs = row_base[:, None] + c[None, :]
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         y = tl.cumsum(x, 1) + carry[:, None]
-        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
         # The next carry is the tile's last prefix (masked tails load 0, so it is the running total). Written
         # as a selection, not `carry += tl.sum(x, 1)`: Triton 3.6's OptimizeThreadLocality pass asserts on a
         # loop-carried sum whose final value is unused (seen on sm90).

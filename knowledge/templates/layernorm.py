@@ -26,7 +26,7 @@ SPACE = {
     "num_warps": [4, 8, 16],
     "REVERSE": [True, False],
 }
-PARAMS = {"BLOCK": 4096, "ITERS": 8, "num_warps": 8, "REVERSE": True}
+PARAMS = {"BLOCK": 2048, "ITERS": 16, "num_warps": 8, "REVERSE": True}
 
 
 @triton.jit
@@ -78,11 +78,11 @@ def ln_normalize_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, N, n_rows, n_chunk
     for i in tl.static_range(ITERS):
         offs = base + i * BLOCK + cols
         mask = offs < N
-        x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        w = tl.load(w_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        b = tl.load(b_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         y = (x - mean) * rstd * w + b
-        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 class ModelNew(nn.Module):

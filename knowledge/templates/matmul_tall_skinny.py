@@ -44,10 +44,14 @@ def split_bf16_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    hi = x.to(tl.bfloat16)
-    lo = (x - hi.to(tl.float32)).to(tl.bfloat16)  # x - hi is exact in fp32
-    tl.store(hi_ptr + offs, hi, mask=mask)
-    tl.store(lo_ptr + offs, lo, mask=mask)
+    # hi = x rounded to nearest-even at bf16's 8 significant bits, by integer arithmetic on the fp32 bits.
+    # Written as x.to(bf16) and back, the compiler folded x - hi to 0 on sm90 (errors of plain bf16 measured).
+    bits = x.to(tl.int32, bitcast=True)
+    hi_bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+    hi = hi_bits.to(tl.float32, bitcast=True)
+    lo = x - hi  # exact in fp32; its sign is random, so the dropped lo*lo term has no bias
+    tl.store(hi_ptr + offs, hi.to(tl.bfloat16), mask=mask)
+    tl.store(lo_ptr + offs, lo.to(tl.bfloat16), mask=mask)
 
 
 @triton.jit

@@ -1,16 +1,25 @@
-"""The seed templates: clean under every arch's hard rules, and correct when run (Triton interpreter)."""
+"""The seed templates: clean under the hard rules, and correct when run (Triton interpreter).
+
+A campaign starts from these files; a seed that fails the chain gives a campaign nothing to evolve. Every entry
+of knowledge/templates/index.yaml runs through the real verification chain at its small shape plus its odd
+extra shape, once per ``test_params`` entry (the defaults and the template's other code paths).
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 
 from evoforge import knowledge
-from evoforge.core import Candidate
+from evoforge.core import Candidate, declared_space
+from evoforge.task import Task
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,3 +71,100 @@ def test_templates_compute_the_right_function_in_every_form(tmp_path: Path) -> N
                           env={**os.environ, "TRITON_INTERPRET": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "templates ok" in proc.stdout
+
+
+# ---- index.yaml: every listed template through the verification chain
+
+TEMPLATES = REPO / "knowledge" / "templates"
+INDEX = yaml.safe_load((TEMPLATES / "index.yaml").read_text())["templates"]
+
+CASES = [
+    pytest.param(file_name, task, params, id=f"{Path(file_name).stem}-{task.split('/')[-1]}-p{i}")
+    for file_name, entry in INDEX.items()
+    for task in entry["tasks"]
+    for i, params in enumerate(entry.get("test_params") or [{}])
+]
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    """One sandboxed evaluation process for the whole module (a fresh process per candidate would triple the time)."""
+    from evoforge.cli import make_evaluator
+
+    ev = make_evaluator(backend_name="interpreter", arch=None, trials=2, timeout_s=120, knowledge=False,
+                        timing=False)
+    yield ev
+    ev.close()
+
+
+@pytest.mark.parametrize(("file_name", "task_name", "params"), CASES)
+def test_template_passes_the_chain(file_name, task_name, params, evaluator):
+    entry = INDEX[file_name]
+    task = Task.load(f"{task_name}.py", overrides=entry["set"], shapes=entry["shapes"])
+    source = (TEMPLATES / file_name).read_text()
+    result = evaluator.evaluate(task, Candidate.from_source(source, task=task.name, params=params))
+    assert result.ok, f"{file_name} on {task_name} with {params}: {result.status}: {result.message}"
+
+
+@pytest.mark.parametrize("file_name", sorted(INDEX))
+def test_manifest_entry_is_complete_and_params_are_in_space(file_name):
+    entry = INDEX[file_name]
+    for key in ("family", "tasks", "set", "shapes", "floor_passes", "memory_passes", "notes"):
+        assert key in entry, f"{file_name}: index.yaml entry lacks {key}"
+    assert entry["tasks"] and entry["shapes"]
+    space, params = declared_space((TEMPLATES / file_name).read_text())
+    assert space and params, f"{file_name}: no SPACE/PARAMS literals"
+    for name, value in params.items():
+        assert value in space.get(name, [value]), f"{file_name}: default {name}={value!r} is not in SPACE"
+    for overrides in entry.get("test_params") or []:
+        assert set(overrides) <= set(params), f"{file_name}: test_params names an unknown param"
+
+
+def test_the_campaign_loader_finds_each_task_its_template():
+    from evoforge.campaign import find_template_for
+
+    for file_name, entry in INDEX.items():
+        for task_name in entry["tasks"]:
+            found = find_template_for(Task.load(f"{task_name}.py"))
+            assert found is not None and found.name == file_name, (task_name, found)
+
+
+def _load_template(name: str, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read when @triton.jit runs, i.e. while the module executes
+    module_name = f"evoforge_template_test_{name}"
+    spec = importlib.util.spec_from_file_location(module_name, TEMPLATES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # Triton reads the kernel source through the registered module
+    monkeypatch.setitem(sys.modules, module_name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum, monkeypatch):
+    """The chain evaluates in eval mode; the training path (batch stats, running-stat update) is checked here."""
+    bn_template = _load_template("batchnorm", monkeypatch)
+    monkeypatch.setitem(bn_template.PARAMS, "BLOCK", 64)
+    torch.manual_seed(0)
+    reference = torch.nn.Module()
+    reference.bn = torch.nn.BatchNorm2d(5, momentum=momentum)
+    with torch.no_grad():
+        reference.bn.weight.uniform_(0.5, 1.5)
+        reference.bn.bias.uniform_(-1, 1)
+        reference.bn.running_var.uniform_(1, 2)
+    candidate = bn_template.ModelNew(5)
+    candidate.bn.momentum = momentum
+    candidate.load_state_dict(reference.state_dict())
+    for _ in range(2):
+        x = torch.randn(3, 5, 7, 13) * 3 + 10  # a large mean: shifted sums must not cancel
+        with torch.no_grad():
+            torch.testing.assert_close(candidate(x), reference.bn(x), atol=1e-4, rtol=1e-4)
+    for name in ("running_mean", "running_var"):
+        torch.testing.assert_close(getattr(candidate.bn, name), getattr(reference.bn, name), atol=1e-5, rtol=1e-5)
+    assert int(candidate.bn.num_batches_tracked) == int(reference.bn.num_batches_tracked) == 2
+
+
+@pytest.mark.parametrize("file_name", sorted(INDEX))
+def test_indexed_template_breaks_no_hard_rule_on_hopper(file_name):
+    cand = Candidate.from_source((TEMPLATES / file_name).read_text())
+    assert [v for v in knowledge.validate(cand, "nvidia-sm90") if v.severity == "hard"] == []
