@@ -44,7 +44,8 @@ def test_fault_is_contained_and_next_kernel_passes(name, relu_small, fault_evalu
     assert result.status in allowed, f"{name}: {result.status}: {result.message[:500]}"
     assert words in result.message, result.message[:500]
     assert result.speedup is None and result.runtime_ms is None  # a failure never looks like a score
-    assert not home.exists()  # the dead process's working directory went with it
+    if result.status is not INC:  # the process was killed: its working directory went with it
+        assert not home.exists()
     after = fault_evaluator.evaluate(relu_small, good())
     assert after.status is EvalStatus.OK, f"after {name}: {after.status}: {after.message[:500]}"
 
