@@ -172,8 +172,8 @@ def device_arch(device_index: int | None = None) -> str:
     import torch
 
     if not torch.cuda.is_available():
-        raise CuteLaunchError("no CUDA device here: a CuTe kernel cannot run (compile it with compile_only, or "
-                              "pass arch= to load() to build without running)")
+        raise CuteLaunchError("no CUDA device here: a CuTe kernel cannot run (check that it compiles with "
+                              "evoforge eval TASK CANDIDATE --language cute --compile-only)")
     major, minor = torch.cuda.get_device_capability(device_index)
     return nvcc_arch(f"nvidia-sm{major}{minor}")
 
@@ -568,13 +568,33 @@ class CuteLibrary:
 
 
 _LOADED: dict[tuple[str, str], CuteLibrary] = {}
+_FAST: dict[tuple[Any, ...], CuteLibrary] = {}  # forward calls load() every time: skip hashing the source
+
+
+def _fast_key(src: str, params: dict[str, Any] | None, arch: str | None, opt: str) -> tuple[Any, ...] | None:
+    try:
+        device = None
+        if arch is None:
+            import torch
+
+            device = torch.cuda.current_device() if torch.cuda.is_available() else None
+        key = (src, tuple(sorted((params or {}).items())), arch, opt, device,
+               os.environ.get("EVOFORGE_CUTE_PREBUILT", ""))
+        hash(key)
+        return key
+    except TypeError:  # an unhashable parameter value: take the slow path, which reports it
+        return None
 
 
 def load(src: str, *, params: dict[str, Any] | None = None, arch: str | None = None, opt: str = "-O3") -> CuteLibrary:
     """Compile (once per source, params and arch; then from the cache) and load a CuTe source.
 
-    ``arch`` defaults to the current CUDA device's. Cheap after the first call: call it from ``forward``.
+    ``arch`` defaults to the current CUDA device's. Cheap after the first call (a dictionary lookup): call it
+    from ``forward``.
     """
+    fast = _fast_key(src, params, arch, opt)
+    if fast is not None and fast in _FAST:
+        return _FAST[fast]
     target = nvcc_arch(arch) if arch else device_arch()
     macros = defines_from_params(params)
     skey = source_key(src, arch=target, defines=macros, opt=opt)
@@ -584,6 +604,8 @@ def load(src: str, *, params: dict[str, Any] | None = None, arch: str | None = N
             if handle not in _LOADED:
                 info = build(src, arch=target, defines=macros, opt=opt)
                 _LOADED[handle] = CuteLibrary(info.path, src, info)
+    if fast is not None:
+        _FAST[fast] = _LOADED[handle]
     return _LOADED[handle]
 
 
