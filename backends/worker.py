@@ -3,8 +3,8 @@
 Started by backends/sandbox.py with a scrubbed environment, its own temporary directory and resource limits.
 Untrusted code may print: file descriptor 1 is pointed at stderr so only this module writes the protocol.
 Each answer echoes its request's id, so the parent can tell a result from anything a candidate wrote into
-the pipe. On Linux the process asks to be killed when its parent dies: a Ray actor killed from outside
-takes its evaluation process (and a hung kernel in it) along.
+the pipe. When its parent dies (a Ray actor killed from outside) the process goes too, with whatever a
+candidate started: a hung kernel is never left spinning on a CPU or GPU.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import ctypes
 import json
 import os
 import resource
+import select
 import signal
 import sys
 import tempfile
@@ -43,8 +44,25 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _watch_parent() -> None:
+    """A forked watchdog in this process group: once the parent's end of stdin closes (it exited, or was
+    killed however), kill the whole group: this process and any process a candidate started."""
+    if os.fork() != 0:
+        return
+    try:
+        os.closerange(1, 1 << 16)  # hold no end of the result pipe: the parent must see EOF when we die
+        poller = select.poll()
+        poller.register(0, 0)  # no events asked for: wakes only on hang-up or error
+        while not poller.poll():
+            pass
+    finally:
+        os.killpg(0, signal.SIGKILL)
+        os._exit(0)
+
+
 def main() -> int:
     _die_with_parent()
+    _watch_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -1,0 +1,91 @@
+"""The evaluation pool on a real local Ray: an actor killed from outside mid-evaluation costs one candidate."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import ray
+from evoforge.search.pool import EvalPool, init_ray
+
+from evoforge.core import EvalStatus
+from tests.reliability.conftest import candidate, evaluator_kwargs, good, wait_for_file, wait_gone
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    init_ray(num_cpus=2)
+    yield
+    if started:
+        ray.shutdown()
+
+
+def _pool_kwargs() -> dict[str, object]:
+    kwargs = evaluator_kwargs(timeout_s=60)
+    kwargs["options"] = kwargs["options"].to_dict()  # plain values cross to the actor
+    return kwargs
+
+
+def _wait_results(pool: EvalPool, n: int = 1, timeout_s: float = 120.0) -> list[tuple]:
+    out: list[tuple] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < n and time.monotonic() < deadline:
+        out += pool.poll(timeout_s=0.5)
+    assert len(out) >= n, f"only {len(out)} of {n} results within {timeout_s:g} s"
+    return out
+
+
+@pytest.mark.parametrize("how", ["os.kill", "ray.kill"])
+def test_actor_killed_mid_evaluation_is_crashed_and_the_pool_goes_on(how, relu_small, local_ray, tmp_path):
+    pool = EvalPool(size=1, evaluator_kwargs=_pool_kwargs(), timeout_s=60, grace_s=60)
+    try:
+        actor = pool.slots[0].actor
+        actor_pid = ray.get(actor.pid.remote(), timeout=120)
+        pidfile = tmp_path / "pids"
+        pool.submit("victim", relu_small, candidate("orphan_hang", PIDFILE=str(pidfile)))
+        # The kernel is running (and hanging) inside the actor's evaluation process, with a child of its own.
+        worker_pid, grandchild_pid = map(int, wait_for_file(pidfile, timeout_s=120).split())
+        if how == "os.kill":
+            os.kill(actor_pid, signal.SIGKILL)
+        else:
+            ray.kill(actor, no_restart=True)
+
+        (key, victim, result, _worker), = _wait_results(pool, timeout_s=60)
+        assert key == "victim" and victim.params == {"PIDFILE": str(pidfile)}
+        assert result.status is EvalStatus.CRASHED, result.message
+        assert "actor died" in result.message
+        # Nothing of the dead actor keeps running: not the actor, its evaluation process, nor the kernel's child.
+        assert wait_gone([actor_pid, worker_pid, grandchild_pid], timeout_s=20) == []
+        assert pool.slots[0].restarts == 1 and pool.free() == 1
+
+        pool.submit("next", relu_small, good())
+        (key, _c, after, _w), = _wait_results(pool)
+        assert key == "next" and after.status is EvalStatus.OK, after.message
+    finally:
+        pool.shutdown()
+
+
+def test_pool_timeout_kills_an_unresponsive_actor_and_replaces_it(relu_small, local_ray, tmp_path):
+    """An actor that does not answer well past timeout + grace is killed and its candidate is ``timeout``."""
+    kwargs = _pool_kwargs()
+    kwargs["timeout_s"] = 600  # the sandbox inside would wait long; the pool gives up first
+    pool = EvalPool(size=1, evaluator_kwargs=kwargs, timeout_s=60, grace_s=60)
+    try:
+        pool.submit("warm-up", relu_small, good())  # the evaluation process is started and warm
+        assert _wait_results(pool)[0][2].ok
+        pool.timeout_s, pool.grace_s = 2, 1
+        pidfile = tmp_path / "pids"
+        pool.submit("stuck", relu_small, candidate("orphan_hang", PIDFILE=str(pidfile)))
+        worker_pid, grandchild_pid = map(int, wait_for_file(pidfile, timeout_s=120).split())
+        (key, _c, result, _w), = _wait_results(pool, timeout_s=30)
+        assert key == "stuck" and result.status is EvalStatus.TIMEOUT, result.message
+        assert wait_gone([worker_pid, grandchild_pid], timeout_s=20) == []
+        pool.timeout_s, pool.grace_s = 60, 60
+        pool.submit("next", relu_small, good())
+        (_k, _c, after, _w), = _wait_results(pool)
+        assert after.status is EvalStatus.OK, after.message
+    finally:
+        pool.shutdown()
