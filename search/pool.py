@@ -19,7 +19,12 @@ from evoforge.task import Task
 
 
 def init_ray(address: str = "", *, num_cpus: int | None = None) -> None:
-    """Join a cluster when given an address; else start Ray embedded, with token auth off for that start only."""
+    """Join a cluster when given an address; else start Ray embedded, with token auth off for that start only.
+
+    The embedded start is ``address="local"``: always a new instance of its own, never one found through
+    ``RAY_ADDRESS`` or ``/tmp/ray/ray_current_cluster`` (a cluster left by an earlier, killed run would
+    otherwise be joined, or fail the start). Joining is what ``--ray-address`` is for.
+    """
     if ray.is_initialized():
         return
     if address:
@@ -28,7 +33,8 @@ def init_ray(address: str = "", *, num_cpus: int | None = None) -> None:
     previous = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
     try:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
     finally:
         if previous is None:
             os.environ.pop("RAY_AUTH_MODE", None)
