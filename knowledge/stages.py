@@ -137,9 +137,37 @@ def _float64(model: SourceModel, arch: str | None) -> bool:
     return any("float64" in fn.text for fn in model.functions.values())
 
 
+def _branch_paths(node: ast.AST, path: tuple[tuple[int, bool], ...] = ()) -> dict[int, tuple[tuple[int, bool], ...]]:
+    """id(call) -> the (if statement, arm) pairs it sits under, to tell alternative launches from sequential ones."""
+    out: dict[int, tuple[tuple[int, bool], ...]] = {}
+    if isinstance(node, ast.Call):
+        out[id(node)] = path
+    if isinstance(node, ast.If | ast.IfExp):
+        out.update(_branch_paths(node.test, path))
+        body = node.body if isinstance(node.body, list) else [node.body]
+        orelse = node.orelse if isinstance(node.orelse, list) else [node.orelse]
+        for arm, stmts in ((True, body), (False, orelse)):
+            for stmt in stmts:
+                out.update(_branch_paths(stmt, (*path, (id(node), arm))))
+        return out
+    for child in ast.iter_child_nodes(node):
+        out.update(_branch_paths(child, path))
+    return out
+
+
+def _exclusive(a: tuple[tuple[int, bool], ...], b: tuple[tuple[int, bool], ...]) -> bool:
+    arms = dict(a)
+    return any(node in arms and arms[node] != arm for node, arm in b)
+
+
 @_sign("several_launches")
 def _several_launches(model: SourceModel, arch: str | None) -> bool:
-    return len(model.launches) >= 2
+    """Two launch sites that can both run in one forward (not the two arms of an if)."""
+    if len(model.launches) < 2:
+        return False
+    paths = _branch_paths(model.tree)
+    sites = [paths.get(id(launch.node), ()) for launch in model.launches]
+    return any(not _exclusive(a, b) for i, a in enumerate(sites) for b in sites[i + 1:])
 
 
 @_sign("kernel_plus_torch")

@@ -89,3 +89,16 @@ def test_intel_matmul_without_grf_mode_calls_for_device_specific() -> None:
 
 def test_unparsable_source_calls_for_nothing() -> None:
     assert knowledge.analyze("def broken(:\n") == []
+
+
+def test_launches_in_the_two_arms_of_an_if_are_not_a_fusion_sign() -> None:
+    alternative = TWO_KERNELS_NO_SPACE.replace(
+        "        scale[(triton.cdiv(x.numel(), 1024),)](x, t, x.numel(), BLOCK=1024)\n"
+        "        relu[(triton.cdiv(x.numel(), 1024),)](t, y, x.numel(), BLOCK=1024)\n",
+        "        if x.numel() > 4096:\n"
+        "            scale[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)\n"
+        "        else:\n"
+        "            relu[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)\n")
+    assert alternative != TWO_KERNELS_NO_SPACE
+    assert "fusion" not in knowledge.analyze(alternative)
+    assert "fusion" in knowledge.analyze(TWO_KERNELS_NO_SPACE)
