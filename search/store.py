@@ -59,11 +59,51 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         if url.startswith("sqlite:///"):
             Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
             # A longer busy timeout: two processes on one SQLite study wait for the lock instead of failing.
-            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
-        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+            return _rdb_storage(url, {"connect_args": {"timeout": 60}})
+        return _rdb_storage(url, {"pool_pre_ping": True})
     except Exception as e:
-        reason = str(e).splitlines()[0][:300]
-        raise UsageError(f"--storage {redact_url(url)}: cannot connect ({e.__class__.__name__}: {reason})") from None
+        reason = _redact_password(url, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
+        if isinstance(e, ImportError):
+            fix = f"install its database driver (pip install {_driver_package(url, e)})"
+        elif e.__class__.__name__ == "ArgumentError":
+            fix = "give an RDB URL such as postgresql+psycopg2://USER:PASSWORD@HOST:5432/DB or sqlite:///PATH.db"
+        else:
+            fix = ("check that the database server is up and the URL's user, host, port and database, "
+                   "or leave --storage out to record in the run directory's SQLite file")
+        raise UsageError(f"--storage {redact_url(url)}: cannot connect ({e.__class__.__name__}: {reason}); "
+                         f"{fix}") from None
+
+
+def _rdb_storage(url: str, engine_kwargs: dict[str, Any], attempts: int = 5) -> optuna.storages.RDBStorage:
+    """RDBStorage, retried while another process is creating the same fresh database's schema.
+
+    Two processes opening a new database at once (two writers of one study, a campaign and its dashboard)
+    race on Optuna's schema and version row; the loser sees a duplicate, and succeeds once the winner is done.
+    """
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        except Exception as e:
+            racing = e.__class__.__name__ == "IntegrityError" or "already exists" in str(e)
+            if not racing or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _driver_package(url: str, error: ImportError) -> str:
+    """The pip package of the driver SQLAlchemy failed to import (the module it names, else the URL's)."""
+    cause = error.__cause__ if isinstance(error.__cause__, ImportError) else error
+    module = cause.name or url.split("://", 1)[0].partition("+")[2] or url.split("://", 1)[0]
+    return {"psycopg2": "psycopg2-binary", "psycopg": "'psycopg[binary]'", "MySQLdb": "mysqlclient"}.get(module, module)
+
+
+def _redact_password(url: str, text: str) -> str:
+    if "://" in url and "@" in url:
+        creds = url.split("://", 1)[1].rsplit("@", 1)[0]
+        if ":" in creds and creds.split(":", 1)[1]:
+            text = text.replace(creds.split(":", 1)[1], "***")
+    return text
 
 
 def redact_url(url: str) -> str:
