@@ -122,8 +122,9 @@ class ModelNew(nn.Module):
             bn_partial_kernel[(c, n)](x, partials, n, c, s, BLOCK=block, num_warps=PARAMS["num_warps"])
             bn_batch_stats_kernel[(c,)](x, partials, mean, var, n, c, s, P_BLOCK=triton.next_power_of_2(n))
             if bn.training and bn.track_running_stats and bn.running_mean is not None:
-                bn_running_update_kernel[(1,)](mean, var, bn.running_mean, bn.running_var, bn.num_batches_tracked,
-                                               c, float(n * s), 0.0 if bn.momentum is None else bn.momentum,
+                momentum = 0.0 if bn.momentum is None else bn.momentum
+                bn_running_update_kernel[(1,)](mean, var, bn.running_mean, bn.running_var,
+                                               bn.num_batches_tracked, c, float(n * s), momentum,
                                                CUMULATIVE=bn.momentum is None,
                                                C_BLOCK=min(triton.next_power_of_2(c), 1024))
         else:

@@ -1,7 +1,8 @@
-"""GELU (exact, erf form, as torch.nn.functional.gelu's default), elementwise: one read, one write; the kernel is a bandwidth test.
+"""GELU (exact, erf form, torch.nn.functional.gelu's default), elementwise: one read, one write.
 
 Seed for level1/26_GELU_. A 1-D grid of BLOCK-element tiles over the flattened tensor, int64 offsets
-(4096 x 393216 = 1.6e9 elements sits just under int32's limit; any larger shape would wrap), every tail masked.
+(4096 x 393216 = 1.6e9 elements sits just under int32's limit; any larger shape would wrap), every tail
+masked.
 On an H200 (measured at 4096 x 393216 fp32) 512-1024 elements per program with 2-4 warps streams at
 97-100% of the copy bandwidth; 2048-8192 with 4-8 warps lands at 91-96%, and cache-eviction hints
 (evict_first) cost 3-7%: leave them out of pure streams.

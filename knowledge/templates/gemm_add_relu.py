@@ -2,12 +2,13 @@
 
 Seed for level2/76_Gemm_Add_ReLU (x 1024 x 8192, W 8192 x 8192, fp32: 137 GFLOP). The bias add and ReLU run
 on the fp32 accumulator in registers: the output is written once. The GEMM is the matmul seed's: grouped
-tiles, masks on every edge, and fp32-level accuracy on tensor cores: SPLIT = "bf16x3" splits x and W once per
-call into bf16 hi/lo and issues lo*hi + hi*lo + hi*hi bf16 MMAs; "none" uses one tl.dot with PRECISION
-"tf32x3" or "ieee". Same parameter names as the reference (``self.gemm`` with bias=False, ``self.bias``) so
-its state_dict loads into ModelNew.
+tiles, masks on every edge, fp32-level accuracy on tensor cores through SPLIT ("bf16x3" default: x and W split
+once per call into bf16 hi/lo, three MMAs per K step into a fresh accumulator; "tf32x3"; "none" with
+PRECISION "tf32x3" or "ieee"). H200, default shape: 0.87 ms (eager 2.73 ms), error 8.0e-6 from float64
+against PyTorch's 8.3e-6. Same parameter names as the reference (``self.gemm`` with bias=False, ``self.bias``)
+so its state_dict loads into ModelNew.
 The Triton interpreter (3.6) multiplies bf16 tiles as raw 16-bit integers, so under TRITON_INTERPRET the
-split tiles are widened to fp32 before tl.dot: the same products (bf16 x bf16 is exact in fp32).
+bf16 parts are widened to fp32 before tl.dot: the same products (bf16 x bf16 is exact in fp32).
 """
 
 import os
@@ -24,35 +25,40 @@ SPACE = {
     "GROUP_M": [1, 4, 8, 16],
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4, 5],
-    "SPLIT": ["bf16x3", "none"],
+    "SPLIT": ["bf16x3", "tf32x3", "none"],
     "PRECISION": ["tf32x3", "ieee"],
 }
-PARAMS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+PARAMS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
           "SPLIT": "bf16x3", "PRECISION": "tf32x3"}
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
-def split_bf16_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
+def split_kernel(x_ptr, hi_ptr, lo_ptr, n, TF32: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    # hi = x rounded to nearest-even at bf16's 8 significant bits, by integer arithmetic on the fp32 bits.
-    # Written as x.to(bf16) and back, the compiler folded x - hi to 0 on sm90 (errors of plain bf16 measured).
+    # hi = x rounded to nearest-even at bf16's 8 (TF32's 11) significant bits, by integer arithmetic on the
+    # fp32 bits: bit-exact whatever the backend's conversion mode (the interpreter truncates). lo = x - hi is
+    # exact in fp32 and of random sign, so the dropped lo*lo term has no bias.
     bits = x.to(tl.int32, bitcast=True)
-    hi_bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
-    hi = hi_bits.to(tl.float32, bitcast=True)
-    lo = x - hi  # exact in fp32; its sign is random, so the dropped lo*lo term has no bias
-    tl.store(hi_ptr + offs, hi.to(tl.bfloat16), mask=mask)
-    tl.store(lo_ptr + offs, lo.to(tl.bfloat16), mask=mask)
+    if TF32:
+        hi = ((bits + 0xFFF + ((bits >> 13) & 1)) & -8192).to(tl.float32, bitcast=True)
+        tl.store(hi_ptr + offs, hi, mask=mask)
+        tl.store(lo_ptr + offs, x - hi, mask=mask)
+    else:
+        hi = ((bits + 0x7FFF + ((bits >> 16) & 1)) & -65536).to(tl.float32, bitcast=True)
+        tl.store(hi_ptr + offs, hi.to(tl.bfloat16), mask=mask)
+        tl.store(lo_ptr + offs, (x - hi).to(tl.bfloat16), mask=mask)
 
 
 @triton.jit
 def gemm_add_relu_kernel(x_ptr, x_lo_ptr, w_ptr, w_lo_ptr, y_ptr, bias_ptr, M, N, K, stride_xm, stride_xk,
                          stride_wk, stride_wn, stride_ym, stride_yn, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT: tl.constexpr,
-                         PRECISION: tl.constexpr, EVEN_K: tl.constexpr, WIDEN: tl.constexpr):
+                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                         SPLIT: tl.constexpr, PRECISION: tl.constexpr, EVEN_K: tl.constexpr,
+                         WIDEN: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -87,9 +93,12 @@ def gemm_add_relu_kernel(x_ptr, x_lo_ptr, w_ptr, w_lo_ptr, y_ptr, bias_ptr, M, N
             if WIDEN:
                 a_hi, a_lo = a_hi.to(tl.float32), a_lo.to(tl.float32)
                 b_hi, b_lo = b_hi.to(tl.float32), b_lo.to(tl.float32)
-            acc = tl.dot(a_lo, b_hi, acc)  # small terms first
-            acc = tl.dot(a_hi, b_lo, acc)
-            acc = tl.dot(a_hi, b_hi, acc)
+            # The small products go into a fresh accumulator and the step joins the running sum with one IEEE
+            # add (Triton's own tf32x3/bf16x3 do the same): chained into the large running sum, the MMA's
+            # truncating accumulation cost 5x PyTorch's error at 4096 (measured on an H200).
+            part = tl.dot(a_lo, b_hi, input_precision="tf32")
+            part = tl.dot(a_hi, b_lo, part, input_precision="tf32")
+            acc += tl.dot(a_hi, b_hi, part, input_precision="tf32")
         else:
             a = tl.load(x_ptr + x_offs, mask=a_mask, other=0.0)
             b = tl.load(w_ptr + w_offs, mask=b_mask, other=0.0)
@@ -103,13 +112,14 @@ def gemm_add_relu_kernel(x_ptr, x_lo_ptr, w_ptr, w_lo_ptr, y_ptr, bias_ptr, M, N
     tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
 
-def split_bf16(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """hi, lo in bf16 with x ~= hi + lo (16 significant bits), same shape and strides as contiguous x."""
+def split_operand(x: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """hi, lo with x ~= hi + lo: bf16 parts (16 significant bits), or fp32 parts with hi exact in TF32."""
     x = x.contiguous()
-    hi = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
-    lo = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
+    dtype = torch.float32 if mode == "tf32x3" else torch.bfloat16
+    hi = torch.empty(x.shape, device=x.device, dtype=dtype)
+    lo = torch.empty(x.shape, device=x.device, dtype=dtype)
     n = x.numel()
-    split_bf16_kernel[(triton.cdiv(n, 2048),)](x, hi, lo, n, BLOCK=2048, num_warps=8)
+    split_kernel[(triton.cdiv(n, 2048),)](x, hi, lo, n, TF32=mode == "tf32x3", BLOCK=2048, num_warps=8)
     return hi, lo
 
 
@@ -118,10 +128,11 @@ def linear_add_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -
     x = x.contiguous()
     m, k = x.shape
     n = weight.shape[0]
-    split = PARAMS["SPLIT"] == "bf16x3"
+    mode = PARAMS["SPLIT"]
+    split = mode != "none"
     if split:
-        x, x_lo = split_bf16(x)
-        w, w_lo = split_bf16(weight)
+        x, x_lo = split_operand(x, mode)
+        w, w_lo = split_operand(weight, mode)  # (out, in): W^T tiles are K-contiguous already
     else:
         w = weight.contiguous()
         x_lo, w_lo = x, w
@@ -129,10 +140,10 @@ def linear_add_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -
     bm, bn, bk = PARAMS["BLOCK_M"], PARAMS["BLOCK_N"], PARAMS["BLOCK_K"]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     gemm_add_relu_kernel[grid](x, x_lo, w, w_lo, y, bias, m, n, k, x.stride(0), x.stride(1), w.stride(1),
-                               w.stride(0), y.stride(0), y.stride(1), BLOCK_M=bm, BLOCK_N=bn,
-                               BLOCK_K=bk, GROUP_M=PARAMS["GROUP_M"], SPLIT=split, PRECISION=PARAMS["PRECISION"],
-                               EVEN_K=k % bk == 0, WIDEN=split and INTERPRETED, num_warps=PARAMS["num_warps"],
-                               num_stages=PARAMS["num_stages"])
+                               w.stride(0), y.stride(0), y.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                               GROUP_M=PARAMS["GROUP_M"], SPLIT=split, PRECISION=PARAMS["PRECISION"],
+                               EVEN_K=k % bk == 0, WIDEN=mode == "bf16x3" and INTERPRETED,
+                               num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
     return y
 
 

@@ -92,8 +92,9 @@ class ModelNew(nn.Module):
         rows_per_split = triton.cdiv(triton.cdiv(hidden, split), bj) * bj
         split = triton.cdiv(hidden, rows_per_split)
         partials = torch.empty((split, k), device=x.device, dtype=torch.float32)
-        column_partial_sum_kernel[(triton.cdiv(k, bk), split)](w, partials, hidden, k, w.stride(0), rows_per_split,
-                                                               BLOCK_J=bj, BLOCK_K=bk, num_warps=warps)
+        column_partial_sum_kernel[(triton.cdiv(k, bk), split)](w, partials, hidden, k, w.stride(0),
+                                                               rows_per_split, BLOCK_J=bj, BLOCK_K=bk,
+                                                               num_warps=warps)
         wsum = torch.empty((k,), device=x.device, dtype=torch.float32)
         column_sum_finish_kernel[(triton.cdiv(k, bk),)](partials, wsum, k, split,
                                                          SPLIT_P2=triton.next_power_of_2(split), BLOCK_K=bk,

@@ -2,14 +2,16 @@
 
 Seed for level2/12_Gemm_Multiply_LeakyReLU (x 1024 x 8192, W 8192 x 8192, fp32: 137 GFLOP). The epilogue
 runs on the fp32 accumulator in registers, so the output is written once and never re-read (eager writes it
-three times). The GEMM is the matmul seed's: grouped tiles, masks on every edge, and fp32-level accuracy on
-tensor cores: SPLIT = "bf16x3" splits x and W once per call into bf16 hi/lo (a read and a write of W, ~0.12 ms)
-and issues lo*hi + hi*lo + hi*hi bf16 MMAs (error 1.4e-5 from float64 here, PyTorch's own 1.7e-5); "none" uses
-one tl.dot with PRECISION "tf32x3" (Triton's in-register split, 1.6 ms measured) or "ieee".
+three times). The GEMM is the matmul seed's: grouped tiles, masks on every edge, fp32-level accuracy on
+tensor cores through SPLIT: "bf16x3" (default) splits x and W once per call into bf16 hi/lo (a read and a
+write of W) and issues lo*hi + hi*lo + hi*hi per K step into a fresh accumulator; "tf32x3" the same with
+TF32 parts; "none" one tl.dot with PRECISION ("tf32x3" in registers, or "ieee").
+H200, default shape: bf16x3 0.87 ms (eager 2.72 ms), error 1.4e-5 from float64 against PyTorch's 1.7e-5;
+tf32x3 split 1.57 ms (2.9e-6); Triton's in-register tf32x3 1.6 ms.
 W is nn.Linear's (out, in) weight: as W^T tiles it is K-contiguous. The parameters keep the reference's names
 (``self.gemm``) so its state_dict loads into ModelNew.
 The Triton interpreter (3.6) multiplies bf16 tiles as raw 16-bit integers, so under TRITON_INTERPRET the
-split tiles are widened to fp32 before tl.dot: the same products (bf16 x bf16 is exact in fp32).
+bf16 parts are widened to fp32 before tl.dot: the same products (bf16 x bf16 is exact in fp32).
 """
 
 import os
@@ -26,34 +28,39 @@ SPACE = {
     "GROUP_M": [1, 4, 8, 16],
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4, 5],
-    "SPLIT": ["bf16x3", "none"],
+    "SPLIT": ["bf16x3", "tf32x3", "none"],
     "PRECISION": ["tf32x3", "ieee"],
 }
-PARAMS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+PARAMS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
           "SPLIT": "bf16x3", "PRECISION": "tf32x3"}
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
-def split_bf16_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
+def split_kernel(x_ptr, hi_ptr, lo_ptr, n, TF32: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    # hi = x rounded to nearest-even at bf16's 8 significant bits, by integer arithmetic on the fp32 bits.
-    # Written as x.to(bf16) and back, the compiler folded x - hi to 0 on sm90 (errors of plain bf16 measured).
+    # hi = x rounded to nearest-even at bf16's 8 (TF32's 11) significant bits, by integer arithmetic on the
+    # fp32 bits: bit-exact whatever the backend's conversion mode (the interpreter truncates). lo = x - hi is
+    # exact in fp32 and of random sign, so the dropped lo*lo term has no bias.
     bits = x.to(tl.int32, bitcast=True)
-    hi_bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
-    hi = hi_bits.to(tl.float32, bitcast=True)
-    lo = x - hi  # exact in fp32; its sign is random, so the dropped lo*lo term has no bias
-    tl.store(hi_ptr + offs, hi.to(tl.bfloat16), mask=mask)
-    tl.store(lo_ptr + offs, lo.to(tl.bfloat16), mask=mask)
+    if TF32:
+        hi = ((bits + 0xFFF + ((bits >> 13) & 1)) & -8192).to(tl.float32, bitcast=True)
+        tl.store(hi_ptr + offs, hi, mask=mask)
+        tl.store(lo_ptr + offs, x - hi, mask=mask)
+    else:
+        hi = ((bits + 0x7FFF + ((bits >> 16) & 1)) & -65536).to(tl.float32, bitcast=True)
+        tl.store(hi_ptr + offs, hi.to(tl.bfloat16), mask=mask)
+        tl.store(lo_ptr + offs, (x - hi).to(tl.bfloat16), mask=mask)
 
 
 @triton.jit
-def gemm_multiply_leakyrelu_kernel(x_ptr, x_lo_ptr, w_ptr, w_lo_ptr, y_ptr, bias_ptr, M, N, K, stride_xm, stride_xk,
-                                   stride_wk, stride_wn, stride_ym, stride_yn, multiplier, negative_slope, BLOCK_M: tl.constexpr,
-                                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT: tl.constexpr,
+def gemm_multiply_leakyrelu_kernel(x_ptr, x_lo_ptr, w_ptr, w_lo_ptr, y_ptr, bias_ptr, M, N, K, stride_xm,
+                                   stride_xk, stride_wk, stride_wn, stride_ym, stride_yn, multiplier,
+                                   negative_slope, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT: tl.constexpr,
                                    PRECISION: tl.constexpr, EVEN_K: tl.constexpr, WIDEN: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -89,9 +96,12 @@ def gemm_multiply_leakyrelu_kernel(x_ptr, x_lo_ptr, w_ptr, w_lo_ptr, y_ptr, bias
             if WIDEN:
                 a_hi, a_lo = a_hi.to(tl.float32), a_lo.to(tl.float32)
                 b_hi, b_lo = b_hi.to(tl.float32), b_lo.to(tl.float32)
-            acc = tl.dot(a_lo, b_hi, acc)  # small terms first
-            acc = tl.dot(a_hi, b_lo, acc)
-            acc = tl.dot(a_hi, b_hi, acc)
+            # The small products go into a fresh accumulator and the step joins the running sum with one IEEE
+            # add (Triton's own tf32x3/bf16x3 do the same): chained into the large running sum, the MMA's
+            # truncating accumulation cost 5x PyTorch's error at 4096 (measured on an H200).
+            part = tl.dot(a_lo, b_hi, input_precision="tf32")
+            part = tl.dot(a_hi, b_lo, part, input_precision="tf32")
+            acc += tl.dot(a_hi, b_hi, part, input_precision="tf32")
         else:
             a = tl.load(x_ptr + x_offs, mask=a_mask, other=0.0)
             b = tl.load(w_ptr + w_offs, mask=b_mask, other=0.0)
@@ -105,36 +115,41 @@ def gemm_multiply_leakyrelu_kernel(x_ptr, x_lo_ptr, w_ptr, w_lo_ptr, y_ptr, bias
     tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
 
-def split_bf16(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """hi, lo in bf16 with x ~= hi + lo (16 significant bits), same shape and strides as contiguous x."""
+def split_operand(x: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """hi, lo with x ~= hi + lo: bf16 parts (16 significant bits), or fp32 parts with hi exact in TF32."""
     x = x.contiguous()
-    hi = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
-    lo = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
+    dtype = torch.float32 if mode == "tf32x3" else torch.bfloat16
+    hi = torch.empty(x.shape, device=x.device, dtype=dtype)
+    lo = torch.empty(x.shape, device=x.device, dtype=dtype)
     n = x.numel()
-    split_bf16_kernel[(triton.cdiv(n, 2048),)](x, hi, lo, n, BLOCK=2048, num_warps=8)
+    split_kernel[(triton.cdiv(n, 2048),)](x, hi, lo, n, TF32=mode == "tf32x3", BLOCK=2048, num_warps=8)
     return hi, lo
 
 
-def linear_multiply_leakyrelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, multiplier: float, negative_slope: float) -> torch.Tensor:
+def linear_multiply_leakyrelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, multiplier: float,
+                              negative_slope: float) -> torch.Tensor:
     """epilogue(x @ weight.T + bias); weight is nn.Linear's (out, in), read as K-contiguous W^T tiles."""
     x = x.contiguous()
     m, k = x.shape
     n = weight.shape[0]
-    split = PARAMS["SPLIT"] == "bf16x3"
+    mode = PARAMS["SPLIT"]
+    split = mode != "none"
     if split:
-        x, x_lo = split_bf16(x)
-        w, w_lo = split_bf16(weight)
+        x, x_lo = split_operand(x, mode)
+        w, w_lo = split_operand(weight, mode)  # (out, in): W^T tiles are K-contiguous already
     else:
         w = weight.contiguous()
         x_lo, w_lo = x, w
     y = torch.empty((m, n), device=x.device, dtype=torch.float32)
     bm, bn, bk = PARAMS["BLOCK_M"], PARAMS["BLOCK_N"], PARAMS["BLOCK_K"]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    gemm_multiply_leakyrelu_kernel[grid](x, x_lo, w, w_lo, y, bias, m, n, k, x.stride(0), x.stride(1), w.stride(1),
-                                         w.stride(0), y.stride(0), y.stride(1), multiplier, negative_slope, BLOCK_M=bm, BLOCK_N=bn,
-                                         BLOCK_K=bk, GROUP_M=PARAMS["GROUP_M"], SPLIT=split, PRECISION=PARAMS["PRECISION"],
-                                         EVEN_K=k % bk == 0, WIDEN=split and INTERPRETED, num_warps=PARAMS["num_warps"],
-                                         num_stages=PARAMS["num_stages"])
+    gemm_multiply_leakyrelu_kernel[grid](x, x_lo, w, w_lo, y, bias, m, n, k, x.stride(0), x.stride(1),
+                                         w.stride(1), w.stride(0), y.stride(0), y.stride(1), multiplier,
+                                         negative_slope, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                         GROUP_M=PARAMS["GROUP_M"], SPLIT=split,
+                                         PRECISION=PARAMS["PRECISION"],
+                                         EVEN_K=k % bk == 0, WIDEN=mode == "bf16x3" and INTERPRETED,
+                                         num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
     return y
 
 

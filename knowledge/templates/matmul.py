@@ -2,21 +2,23 @@
 
 Seed for level1/1_Square_matrix_multiplication_ (4096^3 fp32). PyTorch's fp32 matmul (cuBLAS SGEMM, no TF32)
 runs at the fp32 FMA peak (~51 TFLOP/s measured); plain TF32 is far faster but fails the fp32 check (0.29 max
-abs err at 4096). Two accurate ways onto the tensor cores, chosen by SPLIT:
-- "bf16x3" (default): a prologue kernel splits each fp32 operand once into bf16 hi = bf16(x) and
-  lo = bf16(x - hi); the main loop issues three bf16 MMAs, lo*hi + hi*lo + hi*hi, with operands straight from
-  shared memory (Hopper runs bf16 at 2x the TF32 rate and accepts either operand layout for 16-bit types).
-  Error on KernelBench's inputs: 8e-4 from float64 at 4096, against PyTorch's own 4.7e-3. The split costs one
-  read and one write of A and B (~0.03 ms at 4096).
+abs err at 4096). SPLIT chooses the accurate way onto the tensor cores:
+- "bf16x3" (default): a prologue kernel splits each operand once into bf16 hi and lo (x = hi + lo to 16
+  significant bits); the main loop issues three bf16 MMAs, lo*hi + hi*lo + hi*hi, with operands straight
+  from shared memory (bf16 runs at twice the TF32 rate, and 16-bit operands may be MN-major). H200, 4096:
+  0.79 ms (eager 2.68 ms), error 8.2e-4 from float64 against PyTorch's own 4.7e-3.
+- "tf32x3": the same with fp32 hi/lo parts and TF32 MMAs (B split transposed: 32-bit wgmma operands must be
+  K-contiguous): 1.55 ms, error 1.0e-3.
 - "none": one tl.dot on the fp32 tiles with PRECISION "tf32x3" (Triton splits in registers inside the loop:
-  accurate, slower) or "ieee" (exact FMAs, no faster than cuBLAS). With fp32 operands wgmma wants B
-  K-contiguous: B_KMAJOR copies B transposed first (2x faster for tf32x3 at 4096).
-Measured on an H200 at 4096 (Triton 3.6): SPLIT=bf16x3 ~1.0 ms is the goal (eager 2.68 ms); Triton's
-in-kernel bf16x3 1.35 ms, tf32x3 with B_KMAJOR 1.69 ms, tf32x3 without it 3.99 ms.
+  1.69 ms with B_KMAJOR, 3.99 ms without) or "ieee" (exact FMAs, 3.2 ms).
+Each K step's three products go into a fresh accumulator that joins the running sum with one IEEE add, as
+Triton's own tf32x3/bf16x3 do: chained straight into the running sum, the MMA's truncating accumulation gave
+5x PyTorch's error (measured). The extra accumulator tile costs registers: 128 x 256 tiles spill (2.2 ms);
+128 x 128 x 64 with 8 warps is the measured best.
 Edge tiles are handled with masks (never wrapped indices plus contiguity hints, a lie on odd sizes); EVEN_K
 drops the K mask when K % BLOCK_K == 0. Grouped launch order (GROUP_M) keeps B panels L2-resident.
 The Triton interpreter (3.6) multiplies bf16 tiles as raw 16-bit integers, so under TRITON_INTERPRET the
-split tiles are widened to fp32 before tl.dot: the same products (bf16 x bf16 is exact in fp32), right answers.
+bf16 parts are widened to fp32 before tl.dot: the same products (bf16 x bf16 is exact in fp32).
 """
 
 import os
@@ -33,36 +35,40 @@ SPACE = {
     "GROUP_M": [1, 4, 8, 16],
     "num_warps": [4, 8],
     "num_stages": [2, 3, 4, 5],
-    "SPLIT": ["bf16x3", "none"],
+    "SPLIT": ["bf16x3", "tf32x3", "none"],
     "PRECISION": ["tf32x3", "ieee"],
     "B_KMAJOR": [False, True],
 }
-PARAMS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+PARAMS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
           "SPLIT": "bf16x3", "PRECISION": "tf32x3", "B_KMAJOR": True}
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
-def split_bf16_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
+def split_kernel(x_ptr, hi_ptr, lo_ptr, n, TF32: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    # hi = x rounded to nearest-even at bf16's 8 significant bits, by integer arithmetic on the fp32 bits.
-    # Written as x.to(bf16) and back, the compiler folded x - hi to 0 on sm90 (errors of plain bf16 measured).
+    # hi = x rounded to nearest-even at bf16's 8 (TF32's 11) significant bits, by integer arithmetic on the
+    # fp32 bits: bit-exact whatever the backend's conversion mode (the interpreter truncates). lo = x - hi is
+    # exact in fp32 and of random sign, so the dropped lo*lo term has no bias.
     bits = x.to(tl.int32, bitcast=True)
-    hi_bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
-    hi = hi_bits.to(tl.float32, bitcast=True)
-    lo = x - hi  # exact in fp32; its sign is random, so the dropped lo*lo term has no bias
-    tl.store(hi_ptr + offs, hi.to(tl.bfloat16), mask=mask)
-    tl.store(lo_ptr + offs, lo.to(tl.bfloat16), mask=mask)
+    if TF32:
+        hi = ((bits + 0xFFF + ((bits >> 13) & 1)) & -8192).to(tl.float32, bitcast=True)
+        tl.store(hi_ptr + offs, hi, mask=mask)
+        tl.store(lo_ptr + offs, x - hi, mask=mask)
+    else:
+        hi = ((bits + 0x7FFF + ((bits >> 16) & 1)) & -65536).to(tl.float32, bitcast=True)
+        tl.store(hi_ptr + offs, hi.to(tl.bfloat16), mask=mask)
+        tl.store(lo_ptr + offs, (x - hi).to(tl.bfloat16), mask=mask)
 
 
 @triton.jit
-def matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                  stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, EVEN_K: tl.constexpr,
-                  WIDEN: tl.constexpr):
+def matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                  stride_bn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr,
+                  EVEN_K: tl.constexpr, WIDEN: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -97,9 +103,12 @@ def matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, stride_am, s
             if WIDEN:
                 a_hi, a_lo = a_hi.to(tl.float32), a_lo.to(tl.float32)
                 b_hi, b_lo = b_hi.to(tl.float32), b_lo.to(tl.float32)
-            acc = tl.dot(a_lo, b_hi, acc)  # small terms first
-            acc = tl.dot(a_hi, b_lo, acc)
-            acc = tl.dot(a_hi, b_hi, acc)
+            # The small products go into a fresh accumulator and the step joins the running sum with one IEEE
+            # add (Triton's own tf32x3/bf16x3 do the same): chained into the large running sum, the MMA's
+            # truncating accumulation cost 5x PyTorch's error at 4096 (measured on an H200).
+            part = tl.dot(a_lo, b_hi, input_precision="tf32")
+            part = tl.dot(a_hi, b_lo, part, input_precision="tf32")
+            acc += tl.dot(a_hi, b_hi, part, input_precision="tf32")
         else:
             a = tl.load(a_ptr + a_offs, mask=a_mask, other=0.0)
             b = tl.load(b_ptr + b_offs, mask=b_mask, other=0.0)
@@ -110,23 +119,29 @@ def matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, stride_am, s
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
 
-def split_bf16(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """hi, lo in bf16 with x ~= hi + lo (16 significant bits), same shape and strides as contiguous x."""
+def split_operand(x: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """hi, lo with x ~= hi + lo: bf16 parts (16 significant bits), or fp32 parts with hi exact in TF32."""
     x = x.contiguous()
-    hi = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
-    lo = torch.empty(x.shape, device=x.device, dtype=torch.bfloat16)
+    dtype = torch.float32 if mode == "tf32x3" else torch.bfloat16
+    hi = torch.empty(x.shape, device=x.device, dtype=dtype)
+    lo = torch.empty(x.shape, device=x.device, dtype=dtype)
     n = x.numel()
-    split_bf16_kernel[(triton.cdiv(n, 2048),)](x, hi, lo, n, BLOCK=2048, num_warps=8)
+    split_kernel[(triton.cdiv(n, 2048),)](x, hi, lo, n, TF32=mode == "tf32x3", BLOCK=2048, num_warps=8)
     return hi, lo
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     m, k = a.shape
     n = b.shape[1]
-    split = PARAMS["SPLIT"] == "bf16x3"
+    mode = PARAMS["SPLIT"]
+    split = mode != "none"
     if split:
-        a, a_lo = split_bf16(a)
-        b, b_lo = split_bf16(b)
+        a, a_lo = split_operand(a, mode)
+        if mode == "tf32x3":  # 32-bit wgmma operands must be K-contiguous: split B^T, view it back
+            b_t, b_lo_t = split_operand(b.t(), mode)
+            b, b_lo = b_t.t(), b_lo_t.t()
+        else:  # 16-bit operands may be MN-major
+            b, b_lo = split_operand(b, mode)
     else:
         if PARAMS["B_KMAJOR"]:
             b = b.t().contiguous().t()  # same values, K-contiguous storage
@@ -135,9 +150,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     bm, bn, bk = PARAMS["BLOCK_M"], PARAMS["BLOCK_N"], PARAMS["BLOCK_K"]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     matmul_kernel[grid](a, a_lo, b, b_lo, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                        c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=PARAMS["GROUP_M"],
-                        SPLIT=split, PRECISION=PARAMS["PRECISION"], EVEN_K=k % bk == 0,
-                        WIDEN=split and INTERPRETED, num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
+                        c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                        GROUP_M=PARAMS["GROUP_M"], SPLIT=split, PRECISION=PARAMS["PRECISION"],
+                        EVEN_K=k % bk == 0, WIDEN=mode == "bf16x3" and INTERPRETED,
+                        num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
     return c
 
 

@@ -5,12 +5,14 @@ memory, so the row cannot stay on chip).
 - ONE_PASS (the row fits in one tile, next_power_of_2(dim) <= ONE_PASS_MAX): load once, max, exp, sum, store:
   2 memory passes (read + write), the floor.
 - looped (long rows): pass 1 streams the row once keeping an online max and a rescaled sum (one exp2 per
-  element; the block max is reduced to a scalar so the running sum is rescaled once per tile, not per element);
+  element; the block max is reduced to a scalar so the running sum is rescaled once per tile, not per
+  element);
   pass 2 streams it again and writes exp2(x - max) / sum: 3 memory passes (read, read, write).
   REVERSE walks pass 2 from the end of the row back to the start, so the tail that pass 1 read last is
   re-read while it is still in L2 (60 MB over 132 SMs: roughly the last few hundred KB of each row), which
-  takes part of the second read off HBM. Pass-2 loads and the stores are marked evict_first so the streamed
-  output does not push the row's tail out of L2.
+  takes part of the second read off HBM (measured on an H200: 4.49 ms against 4.63 ms forwards, the 3-pass
+  floor being 4.53 ms at 4.27 TB/s). Pass-2 loads and the stores are marked evict_first so the streamed output
+  does not push the row's tail out of L2 (measured neutral, within 0.5%).
 Work in log2 units (x * log2 e) so every exponential is one MUFU.EX2.
 """
 
@@ -43,7 +45,8 @@ def softmax_one_pass_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.
 
 
 @triton.jit
-def softmax_online_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
+def softmax_online_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr,
+                          REVERSE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * stride_y
