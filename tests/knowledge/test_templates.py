@@ -134,8 +134,7 @@ def _load_template(name: str, monkeypatch):
     module_name = f"evoforge_template_test_{name}"
     spec = importlib.util.spec_from_file_location(module_name, TEMPLATES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # Triton reads the kernel source through the registered module
-    monkeypatch.setitem(sys.modules, module_name, module)
+    monkeypatch.setitem(sys.modules, module_name, module)  # Triton reads kernel source via the registered module
     spec.loader.exec_module(module)
     return module
 
