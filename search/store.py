@@ -7,6 +7,7 @@ trial always has its candidate; sources, prompts and replies are also Optuna art
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -26,18 +27,56 @@ from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 MESSAGE_LIMIT = 4000
 
 
+class DiskFull(UsageError):
+    """The disk under the record filled up. One line naming where and what to do; what was recorded stays."""
+
+
+_SQLITE_FULL = 13  # sqlite3 error code: "database or disk is full"
+_PG_DISK_FULL = "53100"
+
+
+def no_space_left(exc: BaseException) -> bool:
+    """Whether an error (or one it wraps: SQLAlchemy, Optuna) is a full disk or quota, by error code."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL or getattr(e, "pgcode", None) == _PG_DISK_FULL:
+            return True
+        stack += [e.__cause__, e.__context__, getattr(e, "orig", None)]
+    return False
+
+
+def disk_full_error(where: Path, run_dir: Path | None = None) -> DiskFull:
+    run = run_dir or where
+    return DiskFull(f"no space left on the disk of {where}: free space there (or copy the run directory to a disk "
+                    f"with room), then continue with `evoforge run --resume {run}`; what was recorded is kept")
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Write then rename: a reader (or a resume after kill -9) sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as e:
+        if no_space_left(e):
+            raise disk_full_error(path.parent) from None
+        raise
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if no_space_left(e):
+            raise disk_full_error(path.parent) from None
         raise
 
 
@@ -165,7 +204,19 @@ class Store:
 
     def record(self, task_name: str, candidate: Candidate, result: EvalResult, *,
                extra_attrs: dict[str, Any] | None = None) -> int:
-        """One finished trial. Returns its number."""
+        """One finished trial. Returns its number. A full disk is ``DiskFull`` (one line), not a traceback."""
+        try:
+            return self._record(task_name, candidate, result, extra_attrs)
+        except DiskFull:
+            raise
+        except Exception as e:
+            if no_space_left(e):
+                where = self.run_dir if self.storage_url.startswith("sqlite:") else Path(redact_url(self.storage_url))
+                raise disk_full_error(where, self.run_dir) from None
+            raise
+
+    def _record(self, task_name: str, candidate: Candidate, result: EvalResult,
+                extra_attrs: dict[str, Any] | None) -> int:
         self.save_candidate(candidate)
         study = self.study(task_name)
         params, distributions = {}, {}
