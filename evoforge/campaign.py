@@ -69,17 +69,13 @@ class TaskState:
         return tuple(out)
 
 
-def find_template_for(task: Task) -> Path | None:
-    """The shipped template that serves a task (knowledge/templates/index.yaml)."""
+def template_entry_for(task: Task) -> tuple[Path, dict[str, Any]] | None:
+    """The shipped template that serves a task, and its manifest entry (knowledge/templates/index.yaml)."""
     import yaml
 
-    index = Path(__file__).resolve().parent.parent / "knowledge" / "templates" / "index.yaml"
-    try:
-        import evoforge.knowledge as kb
+    import evoforge.knowledge as kb
 
-        index = Path(kb.__file__).parent / "templates" / "index.yaml"
-    except ImportError:
-        pass
+    index = Path(kb.__file__).parent / "templates" / "index.yaml"
     if not index.exists():
         return None
     data = yaml.safe_load(index.read_text()) or {}
@@ -88,8 +84,23 @@ def find_template_for(task: Task) -> Path | None:
     for file_name, entry in items:
         tasks = entry.get("tasks", []) if isinstance(entry, dict) else []
         if task.name in tasks or Path(task.path).stem in [Path(t).name for t in tasks]:
-            return index.parent / (entry.get("file") or file_name)
+            return index.parent / (entry.get("file") or file_name), entry
     return None
+
+
+def find_template_for(task: Task) -> Path | None:
+    found = template_entry_for(task)
+    return found[0] if found else None
+
+
+def template_floor_passes(task: Task) -> float | None:
+    found = template_entry_for(task)
+    if not found:
+        return None
+    passes = found[1].get("floor_passes")
+    if isinstance(passes, dict):
+        passes = passes.get(task.name)
+    return float(passes) if passes is not None else None
 
 
 class Campaign:
@@ -118,6 +129,8 @@ class Campaign:
         for tc in self.config.tasks:
             task = Task.load(tc.spec, overrides=tc.set, shapes=tc.shapes, allow_ops=tc.allow_ops,
                              floor_passes=tc.floor_passes)
+            if tc.floor_passes is None and (passes := template_floor_passes(task)) is not None:
+                task = replace(task, floor_passes=passes)
             seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task)
             if seed_path is None:
                 raise UsageError(f"task {task.name}: no seed kernel (give --seed-kernel FILE or seed_kernel = "

@@ -89,7 +89,9 @@ class Task:
     overrides: dict[str, Any] = field(default_factory=dict)
     shapes: tuple[dict[str, Any], ...] = ()
     allow_ops: tuple[str, ...] = ()
-    floor_passes: float = 1.0  # passes over memory the algorithm needs (softmax on long rows: 3)
+    # Multiplies the bytes of inputs + outputs in the memory floor. A softmax whose rows do not fit on chip
+    # reads x twice and writes y once: 3 x size over (in + out) = 2 x size, so 1.5.
+    floor_passes: float = 1.0
 
     @classmethod
     def load(
