@@ -248,6 +248,7 @@ class VerificationChain:
         opts = self.options
         device = self.backend.device
         interpreted = self.backend.name == "interpreter"
+        language = "CuTe" if candidate.language == "cute" else "Triton"
         compile_s = None
         with _interpreter_autotune_first_config(interpreted):
             t0 = time.perf_counter()
@@ -290,7 +291,8 @@ class VerificationChain:
                     if opts.anticheat:
                         if launches.launches == 0:
                             raise _ChainFailure(EvalStatus.REJECTED,
-                                                f"forward launched no Triton kernel at {where} (trial {trial + 1}): "
+                                                f"forward launched no {language} kernel at {where} "
+                                                f"(trial {trial + 1}): "
                                                 "the answer must come from a kernel")
                         cheats = sorted(set(recorder.ops) & forbidden_ops(set(reference_ops.ops), task.allow_ops))
                         if cheats:

@@ -36,7 +36,8 @@ from evoforge.task import Task
 
 _ENV_PREFIXES = ("PATH", "LANG", "LC_", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_", "NVIDIA_",
                  "TRITON_", "OMP_NUM_THREADS", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "ZE_", "ONEAPI_", "SYCL_",
-                 "NEOReadDebugKeys", "HIP_", "ROCR_", "CC", "CXX", "EVOFORGE_KERNELBENCH")
+                 "NEOReadDebugKeys", "HIP_", "ROCR_", "CC", "CXX", "EVOFORGE_KERNELBENCH", "EVOFORGE_CUTE_",
+                 "EVOFORGE_CUTLASS_INCLUDE")
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
 
 
