@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
+import sys
+import time
 
 import optuna
 import pytest
 from evoforge.search.store import DiskFull, Store
 from optuna.trial import TrialState
 
+from tests.conftest import FIXTURES, REPO
 from tests.reliability.store_writer import TASK, record_many
 
 
@@ -74,12 +78,75 @@ def test_full_disk_under_a_candidate_file_is_the_same_clear_error(small_disk):
     disk, _grow = small_disk
     run_dir = disk / "run"
     store = Store(run_dir=run_dir, campaign="locks")
-    with open(disk / "ballast", "wb", buffering=0) as ballast:  # something else filled the disk up
-        try:
-            while True:
-                ballast.write(b"\0" * 4096)
-        except OSError:
-            pass
+    _fill(disk / "ballast")  # something else filled the disk up
     with pytest.raises(DiskFull) as err:
         record_many(store, "w", 1)  # the candidate file is written first: it is what fails
     assert f"{run_dir / 'candidates'}:" in str(err.value) and "--resume" in str(err.value)
+
+
+def _strategies_available() -> bool:
+    try:
+        from evoforge.search.strategies import get_strategy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _strategies_available(), reason="the search strategies are not in this checkout yet")
+def test_campaign_whose_run_directory_fills_up_ends_in_one_line_and_resumes(small_disk, tmp_path):
+    """The disk fills mid-campaign (another writer took the space): one line, exit 2, then a clean resume."""
+    disk, _grow = small_disk
+    run_dir = disk / "run"
+    budget = 12
+    args = ["run", "--task", "L1/19", "--set", "batch_size=4", "--set", "dim=1000", "--seed-kernel",
+            str(FIXTURES / "relu" / "correct.py"), "--backend", "interpreter", "--budget-evals", str(budget),
+            "--trials", "1", "--workers", "1", "--name", "full", "--quiet"]
+    campaign = subprocess.Popen([sys.executable, "-m", "evoforge.cli", *args, "--out", str(run_dir)], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = run_dir / "optuna.db"
+    deadline = time.monotonic() + 180
+    while _count_finished(db) < 3:
+        assert campaign.poll() is None, campaign.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the campaign recorded too few trials in time"
+        time.sleep(0.2)
+    ballast = _fill(disk / "ballast")
+    out, err = campaign.communicate(timeout=180)
+
+    lines = err.strip().splitlines()
+    assert campaign.returncode == 2, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert lines[-1].startswith("evoforge: error: no space left on the disk of ")
+    assert str(run_dir) in lines[-1] and f"--resume {run_dir}" in lines[-1]
+
+    with sqlite3.connect(db) as conn:  # what was recorded is intact
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    recorded = _count_finished(db)
+    assert recorded >= 3
+
+    ballast.unlink()  # the user frees space, and resumes
+    resumed = subprocess.run([sys.executable, "-m", "evoforge.cli", "run", "--resume", str(run_dir), "--quiet",
+                              "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads(resumed.stdout.strip().splitlines()[-1])["tasks"]["19_ReLU"]["evaluations"] == budget
+    assert _count_finished(db) == budget
+
+
+def _count_finished(db) -> int:
+    if not db.exists():
+        return 0
+    try:
+        storage = optuna.storages.RDBStorage(f"sqlite:///{db}", engine_kwargs={"connect_args": {"timeout": 60}})
+        study = optuna.load_study(study_name="full/19_ReLU", storage=storage)
+    except Exception:
+        return 0
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)))
+
+
+def _fill(path):
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return path
