@@ -155,7 +155,8 @@ class Campaign:
     def _strategy(self, seed: Candidate, operators: list[str], index: int) -> Strategy:
         from evoforge.search.strategies import get_strategy
 
-        return get_strategy(self.config.strategy, seed=self.config.seed * 1000 + index, operators=operators)
+        return get_strategy(self.config.strategy, seed=self.config.seed * 1000 + index, operators=operators,
+                            initial=(seed,))
 
     def setup(self) -> None:
         from evoforge.backends.base import get_backend
