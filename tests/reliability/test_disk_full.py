@@ -97,10 +97,10 @@ def test_campaign_whose_run_directory_fills_up_ends_in_one_line_and_resumes(smal
     """The disk fills mid-campaign (another writer took the space): one line, exit 2, then a clean resume."""
     disk, _grow = small_disk
     run_dir = disk / "run"
-    budget = 12
+    budget = 10
     args = ["run", "--task", "L1/19", "--set", "batch_size=4", "--set", "dim=1000", "--seed-kernel",
             str(FIXTURES / "relu" / "correct.py"), "--backend", "interpreter", "--budget-evals", str(budget),
-            "--trials", "1", "--workers", "1", "--name", "full", "--quiet"]
+            "--trials", "1", "--workers", "1", "--name", "full", "--operators", "params", "--quiet"]
     campaign = subprocess.Popen([sys.executable, "-m", "evoforge.cli", *args, "--out", str(run_dir)], cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     db = run_dir / "optuna.db"
@@ -127,7 +127,8 @@ def test_campaign_whose_run_directory_fills_up_ends_in_one_line_and_resumes(smal
     resumed = subprocess.run([sys.executable, "-m", "evoforge.cli", "run", "--resume", str(run_dir), "--quiet",
                               "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert json.loads(resumed.stdout.strip().splitlines()[-1])["tasks"]["19_ReLU"]["evaluations"] == budget
+    (task,) = json.loads(resumed.stdout.strip().splitlines()[-1])["tasks"].values()
+    assert task["evaluations"] == budget
     assert _count_finished(db) == budget
 
 
@@ -136,8 +137,9 @@ def _count_finished(db) -> int:
         return 0
     try:
         storage = optuna.storages.RDBStorage(f"sqlite:///{db}", engine_kwargs={"connect_args": {"timeout": 60}})
-        study = optuna.load_study(study_name="full/19_ReLU", storage=storage)
-    except Exception:
+        (summary,) = optuna.get_all_study_summaries(storage, include_best_trial=False)
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    except Exception:  # not created yet
         return 0
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)))
 
