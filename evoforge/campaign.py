@@ -185,7 +185,10 @@ class Campaign:
         if "params" not in cfg.operators:
             operators.remove("params")
         for i, (task, seed) in enumerate(pairs):
-            self.tasks[task.name] = TaskState(task=task, strategy=self._strategy(seed, operators, i), seed=seed)
+            # Operators that can act on the seed's structure (LLM operators can act on any).
+            usable = [op for op in operators if op == "params" or "llm" in op
+                      or self.mutators[op].applicable(seed, None)]
+            self.tasks[task.name] = TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed)
             self.store.study(task.name)
         num_gpus = 1.0 if backend.name in ("cuda", "xpu") else 0.0
         workers = cfg.workers or self._default_workers(backend)
@@ -281,6 +284,13 @@ class Campaign:
             return _Failed(EvalResult.failure(EvalStatus.INVALID,
                                               f"no operator named {proposal.operator!r} in this campaign"))
         context = self._context(state, parent)
+        if not mutator.applicable(parent, context.parent_result):
+            # Nothing for this operator to act on (no GROUP_M to toggle...): spend the slot on one that has.
+            child = await self._fallback(parent, context)
+            if child is None:
+                return _Failed(EvalResult.failure(EvalStatus.INVALID, f"{proposal.operator}: not applicable to "
+                                                  "this parent and no other operator applies"))
+            return replace(child, task=state.task.name)
         try:
             child = await mutator.propose(tuple(parents), context)
         except MutationError as e:
@@ -298,7 +308,7 @@ class Campaign:
 
     async def _fallback(self, parent: Candidate, context: MutationContext) -> Candidate | None:
         for name, mutator in self.mutators.items():
-            if "llm" in name:
+            if "llm" in name or not mutator.applicable(parent, context.parent_result):
                 continue
             try:
                 return await mutator.propose((parent,), context)

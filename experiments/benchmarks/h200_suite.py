@@ -15,6 +15,7 @@ import asyncio
 import datetime
 import json
 import math
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -34,7 +35,21 @@ def _driver() -> str:
         return ""
 
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a smoke test of this script, not a benchmark
+if DEVICE == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
 def _bench(fn) -> float:
+    if DEVICE == "cpu":
+        import statistics
+
+        samples = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(samples)
     import triton.testing
 
     return float(triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median"))
@@ -42,7 +57,7 @@ def _bench(fn) -> float:
 
 def _inputs(tm):
     torch.manual_seed(1)
-    return [x.cuda() if isinstance(x, torch.Tensor) else x for x in tm.get_inputs()]
+    return [x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in tm.get_inputs()]
 
 
 def time_reference(task) -> dict:
@@ -50,12 +65,12 @@ def time_reference(task) -> dict:
 
     tm = load_task_module(task)
     torch.manual_seed(0)
-    model = tm.Model(*tm.get_init_inputs()).cuda().eval()
+    model = tm.Model(*tm.get_init_inputs()).to(DEVICE)
     inputs = _inputs(tm)
     with torch.no_grad():
         eager_ms = _bench(lambda: model(*inputs))
         t0 = time.perf_counter()
-        compiled = torch.compile(model)
+        compiled = torch.compile(model) if DEVICE == "cuda" else model
         compiled(*inputs)
         compile_s = time.perf_counter() - t0
         compile_ms = _bench(lambda: compiled(*inputs))
@@ -77,27 +92,28 @@ def time_best(task, source: str, params: dict) -> float:
     tm = load_task_module(task)
     init = tm.get_init_inputs()
     torch.manual_seed(0)
-    ref = tm.Model(*init).cuda().eval()
+    ref = tm.Model(*init).to(DEVICE)
     torch.manual_seed(0)
     new = module.ModelNew(*init)
     try:
         new.load_state_dict(ref.state_dict())
     except Exception:
         pass
-    new = new.cuda().eval()
+    new = new.to(DEVICE)
     inputs = _inputs(tm)
     with torch.no_grad():
         return _bench(lambda: new(*inputs))
 
 
-def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int) -> dict:
+def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int,
+             overrides: dict | None = None) -> dict:
     from evoforge import knowledge
     from evoforge.campaign import Campaign, find_template_for
     from evoforge.config import CampaignConfig, TaskConfig
     from evoforge.export import task_slug
     from evoforge.task import Task
 
-    task = Task.load(spec)
+    task = Task.load(spec, overrides=overrides)
     template = find_template_for(task)
     row: dict = {"task": task.name, "template": template.name if template else ""}
     ref = time_reference(task)
@@ -110,9 +126,9 @@ def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int
         row.update(correct=False, note="no template serves this task")
         return row
     cfg = CampaignConfig(name=f"h200-{task_slug(task.name)}", out=str(out_dir / "runs" / task_slug(task.name)),
-                         backend="cuda", budget_evals=budget, budget_minutes=minutes, seed=seed,
+                         backend="cuda" if DEVICE == "cuda" else "interpreter", budget_evals=budget, budget_minutes=minutes, seed=seed,
                          operators=["params", "rule"], timeout_s=180,
-                         tasks=[TaskConfig(spec=spec, floor_passes=passes)])
+                         tasks=[TaskConfig(spec=spec, set=dict(overrides or {}), floor_passes=passes)])
     t0 = time.perf_counter()
     campaign = Campaign(cfg, progress=False)
     try:
@@ -178,8 +194,9 @@ def write_report(csv: Path) -> None:
                          f"{r['speedup_vs_eager']:.2f}x | {r['speedup_vs_compile']:.2f}x | "
                          f"{r['pct_of_floor']:.0f}% ({r['floor_passes']:g}) | {int(r['evaluations'])} |")
         else:
-            lines.append(f"| {r['task']} | {r['eager_ms']:.4g} | {r['compile_ms']:.4g} | - | - | - | - | "
-                         f"{r.get('evaluations', '-')} (no correct kernel) |")
+            eager, comp = r.get("eager_ms", float("nan")), r.get("compile_ms", float("nan"))
+            lines.append(f"| {r['task']} | {eager:.4g} | {comp:.4g} | - | - | - | - | "
+                         f"{r.get('evaluations', '-')} (no correct kernel: {r.get('note', '')}) |")
     lines += ["", f"Correct: {len(ok)} of {len(df)} tasks. Geometric-mean speedup over torch.compile "
               f"{geo(ok['speedup_vs_compile']):.3f}x, over eager {geo(ok['speedup_vs_eager']):.3f}x "
               "(over the correct tasks)."]
@@ -193,15 +210,20 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=1.5, help="campaign wall-clock budget per task")
     parser.add_argument("--out", default="experiments/results/h200")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="K=V task constant (smoke tests on a CPU)")
     args = parser.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     csv = out_dir / "summary.csv"
-    meta = {"gpu": torch.cuda.get_device_name(0), "driver": _driver(), "torch": torch.__version__,
+    meta = {"gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu (smoke test)", "driver": _driver(), "torch": torch.__version__,
             "triton": __import__("triton").__version__, "date": datetime.date.today().isoformat()}
     for spec in args.tasks:
         try:
-            row = run_task(spec, budget=args.budget, minutes=args.minutes, out_dir=out_dir, seed=args.seed)
+            from evoforge.task import parse_assignments
+
+            overrides = {k: v for item in args.set for k, v in parse_assignments(item, flag="--set").items()}
+            row = run_task(spec, budget=args.budget, minutes=args.minutes, out_dir=out_dir, seed=args.seed,
+                           overrides=overrides)
         except Exception as e:  # one task's failure must not lose the others' rows
             row = {"task": spec, "correct": False, "note": f"{e.__class__.__name__}: {str(e)[:300]}"}
         row.update(meta)
