@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.backends.base import Timing, register
+
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 
 # Recorded exception class names -> status. A class name is exact data written by the recorder, not a message.

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import torch
-
 from evoforge.backends.chain import ChainOptions, _clone
 from evoforge.backends.evaluator import Evaluator
+
 from evoforge.campaign import find_template_for
 from evoforge.core import Candidate
 from evoforge.task import Task, exec_module_file, load_task_module
