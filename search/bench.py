@@ -1,0 +1,156 @@
+"""Score a search strategy on a recorded landscape: how often it finds the exhaustive best within a budget.
+
+Every evaluation is a replay of a timing recorded on a GPU (``backends/replay.py``), so a run of hundreds of
+repeated searches takes seconds on a CPU. The figure of merit is the one DESIGN.md uses: the probability that
+the best config found within ``budget`` evaluations is within 2% of the exhaustive best, beside random search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evoforge.backends.replay import Landscape
+from evoforge.search.base import Proposal, Strategy
+from evoforge.search.strategies import get_strategy, strategy_names
+
+from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
+
+WITHIN = 1.02
+
+
+def parse_strategy(spec: str) -> tuple[str, dict[str, Any]]:
+    """``bayes:gp`` is the bayes strategy with the GP sampler; a plain name has no options."""
+    name, _, sampler = spec.partition(":")
+    return name, ({"sampler": sampler} if sampler else {})
+
+
+def child_of(proposal: Proposal) -> Candidate | None:
+    """What a campaign would build for a parameter proposal; None for an operator that needs a mutator."""
+    if proposal.params is None or not proposal.parents:
+        return None
+    parent = proposal.parents[0]
+    return parent.with_params(proposal.params, operator=proposal.operator,
+                              parents=tuple(p.id for p in proposal.parents))
+
+
+def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: int = 1,
+               seed: int = 0) -> list[tuple[Candidate, EvalResult]]:
+    """Ask and tell until ``budget`` evaluations; with ``batch`` > 1, up to that many proposals are in flight and
+    they finish in random order, as in an asynchronous evaluation pool."""
+    order = random.Random(seed)
+    inflight: list[Proposal] = []
+    history: list[tuple[Candidate, EvalResult]] = []
+    while len(history) < budget:
+        want = min(batch - len(inflight), budget - len(history) - len(inflight))
+        if want > 0:
+            inflight.extend(strategy.ask(want))
+        if not inflight:
+            break  # the strategy has nothing left to propose (the space is exhausted)
+        proposal = inflight.pop(order.randrange(len(inflight)) if batch > 1 else 0)
+        child = child_of(proposal)
+        if child is None:
+            parent = proposal.parents[0] if proposal.parents else landscape.seed_candidate()
+            child = parent.with_params({}, operator=proposal.operator)
+            result = EvalResult.failure(EvalStatus.INVALID, f"replay cannot apply operator {proposal.operator!r}")
+        else:
+            result = landscape.evaluate(child.params)
+        strategy.tell(child, result)
+        history.append((child, result))
+    return history
+
+
+def best_ratio(history: list[tuple[Candidate, EvalResult]], exhaustive_ms: float) -> float:
+    times = [r.runtime_ms for _, r in history if r.ok and r.runtime_ms is not None]
+    return min(times) / exhaustive_ms if times else math.inf
+
+
+def _summary(ratios: list[float]) -> dict[str, float | None]:
+    med = statistics.median(ratios)
+    return {"p_within_2pct": sum(r <= WITHIN for r in ratios) / len(ratios),
+            "median_best_ratio": med if math.isfinite(med) else None}
+
+
+def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strategy: str = "default",
+                 seed: int = 0, batch: int = 1, baseline: str | None = "random",
+                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Run ``strategy`` ``repeats`` times (seeds seed, seed+1, ...) and the baseline the same way.
+
+    Returns p_within_2pct and median_best_ratio (best found / exhaustive best, >= 1) for both.
+    """
+    if budget < 1 or repeats < 1 or batch < 1:
+        raise UsageError("--budget, --repeats and --batch must be at least 1")
+    landscape = Landscape.load(landscape_path)
+    best = landscape.best_ms
+    name, opts = parse_strategy(strategy)
+    if name not in strategy_names():
+        raise UsageError(f"--strategy {name}: unknown strategy (choose from {', '.join(strategy_names())})")
+    out: dict[str, Any] = {"landscape": Path(landscape.path).name, "kernel": landscape.kernel, "gpu": landscape.gpu,
+                           "configs": len(landscape.rows), "exhaustive_best_ms": best, "strategy": strategy,
+                           "budget": budget, "repeats": repeats, "batch": batch, "seed": seed}
+    runs = [(strategy, "")] + ([(baseline, "random_")] if baseline else [])
+    for spec, prefix in runs:
+        sname, sopts = parse_strategy(spec)
+        ratios = []
+        for r in range(repeats):
+            strat = get_strategy(sname, seed=seed + r, initial=[landscape.seed_candidate()], **sopts)
+            ratios.append(best_ratio(run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r), best))
+            if progress is not None:
+                progress(1)
+        out.update({prefix + k: v for k, v in _summary(ratios).items()})
+    return out
+
+
+def _format_table(res: dict[str, Any]) -> str:
+    rows = [("strategy", "budget", "repeats", "batch", "p_within_2pct", "median_best_ratio"),
+            (res["strategy"], res["budget"], res["repeats"], res["batch"], f"{res['p_within_2pct']:.2f}",
+             _fmt(res["median_best_ratio"]))]
+    if "random_p_within_2pct" in res:
+        rows.append(("random", res["budget"], res["repeats"], res["batch"], f"{res['random_p_within_2pct']:.2f}",
+                     _fmt(res["random_median_best_ratio"])))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = [f"{res['landscape']}: {res['configs']} configs recorded on {res['gpu']}, exhaustive best "
+             f"{res['exhaustive_best_ms']:.4f} ms (CPU replay of recorded timings)"]
+    lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def _fmt(x: float | None) -> str:
+    return f"{x:.4f}" if x is not None else "none found"
+
+
+def _main(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    total = args.repeats * 2
+    with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task(f"search-bench {args.strategy}", total=total)
+        res = search_bench(args.landscape, budget=args.budget, repeats=args.repeats, strategy=args.strategy,
+                           seed=args.seed, batch=args.batch, progress=lambda k: bar.advance(task, k))
+    print(json.dumps(res) if args.json else _format_table(res))
+    return 0
+
+
+def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``search-bench LANDSCAPE.json --budget N --repeats R [--strategy NAME] [--seed S] [--json]``."""
+    p = subparsers.add_parser(
+        "search-bench", help="score a search strategy on a recorded landscape (CPU replay)",
+        description="Replay a recorded tuning landscape and report how often a strategy gets within 2%% of the "
+                    "exhaustive best within a budget, beside random search.")
+    p.add_argument("landscape", metavar="LANDSCAPE.json", help="a recorded landscape (space + rows)")
+    p.add_argument("--budget", type=int, default=30, help="evaluations per search (default 30)")
+    p.add_argument("--repeats", type=int, default=100, help="searches with different seeds (default 100)")
+    p.add_argument("--strategy", default="default",
+                   help="registered strategy name; bayes:gp / bayes:cmaes pick the Optuna sampler (default: default)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first repeat (default 0)")
+    p.add_argument("--batch", type=int, default=1, help="proposals in flight, finishing in random order (default 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.set_defaults(func=_main)
+    return p

@@ -1,0 +1,49 @@
+"""Search strategies behind one registry, like Kernel Tuner's strategies and Optuna's samplers.
+
+``get_strategy(name, *, seed, **opts)`` builds one; every strategy implements ``Strategy`` (``ask(n)``,
+``tell(candidate, result)``) and passes the shared conformance suite (tests/search/test_conformance.py).
+Common options: ``initial`` (the seed candidates; the first one's ``space`` is what parameter moves search)
+and ``operators`` (the operator names a campaign has mutators for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from evoforge.search.base import Strategy
+
+from evoforge.core import UsageError
+
+_REGISTRY: dict[str, Callable[..., Strategy]] = {}
+
+
+def register_strategy(name: str) -> Callable[[Callable[..., Strategy]], Callable[..., Strategy]]:
+    def deco(factory: Callable[..., Strategy]) -> Callable[..., Strategy]:
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def _load_builtin() -> None:
+    from evoforge.search.strategies import bayes, default, evolution, random_search  # noqa: F401  (registration)
+
+
+def strategy_names() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def get_strategy(name: str, *, seed: int, **opts: Any) -> Strategy:
+    """A strategy by registered name; an unknown name or option is a UsageError naming it."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise UsageError(f"--strategy {name}: unknown strategy (choose from {', '.join(sorted(_REGISTRY))})")
+    try:
+        return _REGISTRY[name](seed=seed, **opts)
+    except TypeError as exc:
+        raise UsageError(f"--strategy {name}: {exc}") from None
+
+
+__all__ = ["get_strategy", "register_strategy", "strategy_names"]

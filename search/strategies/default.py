@@ -1,0 +1,110 @@
+"""The campaign default: structures evolve, the parameters of promising structures are tuned per structure.
+
+It is ``evolution`` (islands, tournaments, elites, migration, an AUC bandit over operators) whose ``params``
+operator is not a random mutation but a ``StructureTuner`` per structure_id: an Optuna sampler to start, then
+local search around that structure's best config (see ``tuner``). Which structure is tuned is chosen among the
+best few by their best runtime, so a new structure from an LLM operator gets tuned as soon as it is promising.
+With one structure and only a parameter space (a recorded landscape) every proposal is the tuner's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from evoforge.search.base import Proposal
+from evoforge.search.strategies import register_strategy
+from evoforge.search.strategies.evolution import PARAMS, EvolutionStrategy, Individual
+from evoforge.search.strategies.proposals import params_proposal
+from evoforge.search.strategies.tuner import StructureTuner
+
+from evoforge.core import Candidate
+
+_TOP_STRUCTURES = 3
+_EXPLORE_STRUCTURE = 0.2  # chance to tune one of the next best structures instead of the best
+
+
+@register_strategy("default")
+class DefaultStrategy(EvolutionStrategy):
+    name = "default"
+
+    def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
+                 sampler: str = "tpe", tuner_options: dict[str, Any] | None = None, **evolution: Any) -> None:
+        self.sampler = sampler
+        self.tuner_options = dict(tuner_options or {})
+        self.tuners: dict[str, StructureTuner] = {}
+        evolution.setdefault("init_random", 0)  # the tuner makes its own start
+        super().__init__(seed=seed, initial=initial, operators=operators, **evolution)
+
+    def _tuner(self, sid: str) -> StructureTuner | None:
+        if sid not in self.tuners:
+            space = self.spaces[sid]
+            if not space.dims:
+                return None
+            self.tuners[sid] = StructureTuner(space=space, seed=self.seed + 1_000 * len(self.tuners),
+                                              sampler=self.sampler, **self.tuner_options)
+        return self.tuners[sid]
+
+    def _config_seen(self, sid: str, idx: tuple[int, ...]) -> bool:
+        tuner = self.tuners.get(sid)
+        return super()._config_seen(sid, idx) or (tuner is not None and idx in tuner.seen)
+
+    def _mark(self, sid: str, idx: tuple[int, ...]) -> None:
+        super()._mark(sid, idx)
+        tuner = self._tuner(sid)
+        if tuner is not None:
+            tuner.mark(idx)
+
+    def _space_left(self, sid: str) -> bool:
+        tuner = self._tuner(sid)
+        return tuner is not None and not tuner.exhausted
+
+    def _ranked_structures(self) -> list[str]:
+        best: dict[str, float] = {}
+        for ind in self._correct():
+            sid = ind.candidate.structure_id
+            best[sid] = min(best.get(sid, float("inf")), ind.runtime_ms)
+        return sorted(best, key=best.get)
+
+    def _applicable(self, op: str) -> bool:
+        if op == PARAMS:
+            fallback = [self.seed_structure] if self.seed_structure else []
+            return any(self._space_left(s) for s in self._ranked_structures() or fallback)
+        return super()._applicable(op)
+
+    def _propose_one(self) -> Proposal | None:
+        if not self._correct() and PARAMS in self.operators and self.seed_structure is not None:
+            # nothing has run correctly yet: the seed structure's tuner makes the start
+            proposal = self._tune(self.seed_structure)
+            if proposal is not None:
+                return proposal
+        return super()._propose_one()
+
+    def _propose_params(self, parent: Individual, island: int) -> Proposal | None:
+        ranked = [s for s in self._ranked_structures() if self._space_left(s)][:_TOP_STRUCTURES]
+        if not ranked:
+            return None
+        sid = ranked[0]
+        if len(ranked) > 1 and self._rng.random() < _EXPLORE_STRUCTURE:
+            sid = ranked[1 + int(self._rng.integers(len(ranked) - 1))]
+        return self._tune(sid)
+
+    def _tune(self, sid: str) -> Proposal | None:
+        tuner = self._tuner(sid)
+        if tuner is None:
+            return None
+        idx = tuner.ask()
+        if idx is None:
+            return None
+        self._seen[sid].add(idx)
+        best = min((i for i in self._correct() if i.candidate.structure_id == sid),
+                   key=lambda i: i.runtime_ms, default=None)
+        parent = best.candidate if best is not None else self.bases[sid]
+        return params_proposal(parent, self.spaces[sid], idx, local=bool(tuner.local_moves))
+
+    def _after_tell(self, ind: Individual, idx: tuple[int, ...] | None) -> None:
+        if idx is None:
+            return
+        tuner = self._tuner(ind.candidate.structure_id)
+        if tuner is not None:
+            tuner.tell(idx, ind.runtime_ms)

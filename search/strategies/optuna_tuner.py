@@ -1,0 +1,142 @@
+"""Parameter tuning of one structure through an Optuna sampler, asked and told one config at a time.
+
+Three things make Optuna's samplers work on kernel spaces:
+- numeric choices are integer indices (``IntDistribution``), so TPE, GP and CMA-ES see their order;
+- a failure is told as a COMPLETE trial carrying a violated constraint (``Trial.set_constraint``) and a
+  penalty value: samplers ignore FAIL trials, and a sampler told only FAIL keeps proposing the same broken
+  config;
+- a config already proposed is never proposed again: a duplicate costs a real evaluation. A duplicate the
+  sampler insists on is replaced by the nearest config not yet seen.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import optuna
+from evoforge.search.strategies.space import ParamSpace
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.trial import Trial, TrialState
+
+from evoforge.core import UsageError
+
+SAMPLER_NAMES = ("tpe", "gp", "cmaes", "random")
+FAILURE_CONSTRAINT = "failed"
+_DUPLICATE_RETRIES = 3
+PENALTY_LOG_MARGIN = math.log(1.5)  # a failure counts as 1.5x slower than the slowest config seen
+
+
+def make_sampler(name: str, *, seed: int, n_startup_trials: int | None = None) -> optuna.samplers.BaseSampler:
+    """An Optuna sampler by short name; ``n_startup_trials`` is the random start of TPE and GP."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True,
+                                              n_startup_trials=10 if n_startup_trials is None else n_startup_trials)
+        if name == "gp":
+            return optuna.samplers.GPSampler(seed=seed, deterministic_objective=True,
+                                             n_startup_trials=10 if n_startup_trials is None else n_startup_trials,
+                                             warn_independent_sampling=False)
+        if name == "cmaes":
+            if importlib.util.find_spec("cmaes") is None:
+                raise UsageError("sampler 'cmaes' needs the cmaes package: pip install cmaes")
+            warnings.filterwarnings("ignore", message="Constraints have been set, but CmaEsSampler")
+            return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False,
+                                                n_startup_trials=1 if n_startup_trials is None else n_startup_trials)
+        if name == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+    raise ValueError(f"unknown sampler {name!r} (choose from {', '.join(SAMPLER_NAMES)})")
+
+
+class OptunaTuner:
+    """An in-memory study over one ``ParamSpace``; configs are grid indices, values are log(runtime_ms)."""
+
+    def __init__(self, *, space: ParamSpace, sampler: str = "tpe", seed: int,
+                 n_startup_trials: int | None = None) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.space = space
+        self._rng = np.random.default_rng(seed)
+        self.study = optuna.create_study(direction="minimize",
+                                         sampler=make_sampler(sampler, seed=seed, n_startup_trials=n_startup_trials))
+        self._dims = [d for d, n in enumerate(space.sizes) if n > 1]  # constant dimensions are not sampled
+        self._dists: dict[str, BaseDistribution] = {
+            space.names[d]: (IntDistribution(0, space.sizes[d] - 1) if space.ordinal[d]
+                             else CategoricalDistribution(tuple(range(space.sizes[d]))))
+            for d in self._dims}
+        self._trials: dict[tuple[int, ...], Trial] = {}  # pending: proposed, not yet told
+        self.seen: set[tuple[int, ...]] = set()  # proposed or told, by anyone
+        self._worst_ok: float | None = None
+
+    # --- the sampler's view -------------------------------------------------------------------------------
+    def _idx_of_trial(self, trial: Trial) -> tuple[int, ...]:
+        idx = [0] * self.space.dims
+        for d in self._dims:
+            idx[d] = int(trial.params[self.space.names[d]])
+        return tuple(idx)
+
+    def _trial_params(self, idx: Sequence[int]) -> dict[str, int]:
+        return {self.space.names[d]: int(idx[d]) for d in self._dims}
+
+    def ask(self) -> tuple[int, ...] | None:
+        """A config nobody has proposed yet, chosen by the sampler; None when the space is exhausted."""
+        if self.space.enumerable and len(self.seen) >= self.space.size:
+            return None
+        for _ in range(_DUPLICATE_RETRIES):
+            trial = self.study.ask(self._dists)
+            idx = self._idx_of_trial(trial)
+            if idx not in self.seen:
+                self._register(idx, trial)
+                return idx
+            self.study.tell(trial, state=TrialState.FAIL)  # invisible to samplers, costs no evaluation
+            wanted = idx
+        fallback = self.nearest_unseen(wanted)
+        if fallback is None:
+            return None
+        self.enqueue(fallback)
+        return fallback
+
+    def enqueue(self, idx: Sequence[int]) -> None:
+        """Record a config chosen elsewhere (a local move) as a trial, so the sampler learns from its result."""
+        idx = tuple(idx)
+        if idx in self._trials:
+            return
+        self.study.enqueue_trial(self._trial_params(idx), skip_if_exists=False)
+        trial = self.study.ask(self._dists)
+        self._register(idx, trial)
+
+    def _register(self, idx: tuple[int, ...], trial: Trial) -> None:
+        self._trials[idx] = trial
+        self.seen.add(idx)
+
+    def tell(self, idx: Sequence[int], runtime_ms: float | None) -> None:
+        """Feed one result back: ``runtime_ms`` of a correct run, or None for any failure."""
+        idx = tuple(idx)
+        self.seen.add(idx)
+        trial = self._trials.pop(idx, None)
+        if trial is None:  # told without having been asked here (another operator's child): record it too
+            self.enqueue(idx)
+            trial = self._trials.pop(idx)
+        if runtime_ms is not None and runtime_ms > 0:
+            value = math.log(runtime_ms)
+            self._worst_ok = value if self._worst_ok is None else max(self._worst_ok, value)
+            trial.set_constraint(FAILURE_CONSTRAINT, 0.0)
+        else:
+            value = (self._worst_ok if self._worst_ok is not None else 0.0) + PENALTY_LOG_MARGIN
+            trial.set_constraint(FAILURE_CONSTRAINT, 1.0)
+        self.study.tell(trial, value)
+
+    def nearest_unseen(self, idx: Sequence[int]) -> tuple[int, ...] | None:
+        """The unseen config closest to ``idx`` (ties broken at random): a duplicate's stand-in."""
+        if self.space.enumerable:
+            pool = [p for p in self.space.all_indices() if p not in self.seen]
+        else:
+            pool = [self.space.random_indices(self._rng) for _ in range(256)]
+            pool = [p for p in pool if p not in self.seen]
+        if not pool:
+            return None
+        dist = np.array([self.space.distance(idx, p) for p in pool]) + 1e-9 * self._rng.random(len(pool))
+        return pool[int(np.argmin(dist))]
