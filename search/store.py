@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +185,9 @@ class Store:
         if task_name not in self._studies:
             study = optuna.create_study(study_name=self.study_name(task_name), storage=self.storage,
                                         direction="maximize", load_if_exists=True)
-            study.set_metric_names(["speedup"])
+            with warnings.catch_warnings():  # "experimental" on every run: noise around a one-line error
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names(["speedup"])
             study.set_user_attr("campaign", self.campaign)
             study.set_user_attr("task", task_name)
             self._studies[task_name] = study
