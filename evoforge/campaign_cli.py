@@ -102,12 +102,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = apply_flags(config, args) if _any_override(args) else config
     else:
         config = apply_flags(load_config(args.config), args)
+    from evoforge.search.store import disk_full_error, no_space_left
+
     campaign = Campaign(config, resume=bool(args.resume), progress=not args.quiet)
     try:
         campaign.setup()
         if args.resume:
             campaign.restore()
         summary = asyncio.run(campaign.run())
+    except OSError as e:
+        if no_space_left(e):
+            raise disk_full_error(config.run_dir(), config.run_dir()) from None
+        raise
     finally:
         campaign.close()
     if args.json:

@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one-line errors stay one line
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -83,7 +83,9 @@ class CampaignConfig:
         return dataclasses.asdict(self)
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True))
+        from evoforge.search.store import atomic_write
+
+        atomic_write(path, json.dumps(self.to_dict(), indent=2, sort_keys=True))
 
 
 def _type_name(tp: Any) -> str:
