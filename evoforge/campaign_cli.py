@@ -62,6 +62,8 @@ def print_leaderboard(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=150)  # a log file: no wrapping of the leaderboard
     table = Table(title=f"campaign {summary['campaign']} on {summary['backend']} ({summary['arch']})")
     for col in ("task", "evals", "ok", "best speedup", "best ms", "ref ms", "% floor", "by", "failures"):
         table.add_column(col)

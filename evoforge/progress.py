@@ -16,6 +16,8 @@ class CampaignProgress:
     def __init__(self, campaign: Any, *, enabled: bool = True, console: Console | None = None) -> None:
         self.campaign = campaign
         self.console = console or Console(stderr=True)
+        if not self.console.is_terminal:
+            self.console = Console(stderr=True, width=200)
         self.enabled = enabled
         self.live = enabled and self.console.is_terminal
         self._progress: Progress | None = None

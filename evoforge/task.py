@@ -57,10 +57,27 @@ def resolve_task_path(spec: str, *, base_dir: Path | None = None) -> Path:
     return path
 
 
+def _split_top_level(text: str, sep: str) -> list[str]:
+    """Split on ``sep`` outside brackets, so ``shape=(77,),n=3`` is two assignments."""
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
 def parse_assignments(text: str, *, flag: str) -> dict[str, Any]:
     """Parse ``k=v,k=v`` (values are Python literals, else strings)."""
     out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in filter(None, (p.strip() for p in _split_top_level(text, ","))):
         if "=" not in part:
             raise UsageError(f"{flag} {text!r}: expected NAME=VALUE, got {part!r}")
         key, value = (s.strip() for s in part.split("=", 1))
@@ -77,7 +94,7 @@ def parse_shapes(text: str | None) -> list[dict[str, Any]]:
     """``"batch_size=16,dim=1000;batch_size=3,dim=777"`` -> two override dicts."""
     if not text:
         return []
-    return [parse_assignments(s, flag="--shapes") for s in text.split(";") if s.strip()]
+    return [parse_assignments(s, flag="--shapes") for s in _split_top_level(text, ";") if s.strip()]
 
 
 @dataclass(frozen=True)
