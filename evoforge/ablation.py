@@ -305,25 +305,32 @@ def print_aggregate(agg: pd.DataFrame, confidence: float, console: Any = None) -
     from rich.console import Console
     from rich.table import Table
 
+    def frac(x: float) -> str:
+        text = f"{x:.2f}"
+        return text[1:] if text.startswith("0.") else text
+
     def pm(row: pd.Series, metric: str) -> str:
         mean, lo, hi = row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"]
         if pd.isna(mean):
             return "–"
-        return f"{mean:.2f}" + ("" if pd.isna(lo) else f"±{max(mean - lo, hi - mean):.2f}")
+        return frac(mean) + ("" if pd.isna(lo) else f"±{frac(max(mean - lo, hi - mean))}")
 
-    console = console or Console()
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a log file or a pipe: no terminal to fit, so keep every digit
+            console = Console(width=max(console.width, 110))
     fast = [c for c in agg.columns if c.startswith("fast_") and not c.endswith(("_lo", "_hi"))]
     seeds = int(agg["seeds"].max()) if len(agg) else 0
     tasks = int(agg["tasks"].max()) if len(agg) else 0
     table = Table(title=f"ablation: {seeds} seeds x {tasks} tasks per variant; mean over seeds ± {confidence:.0%} CI",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("variant", "correct", "geomean x", *fast):
-        table.add_column(col, justify="left" if col == "variant" else "right", overflow="fold")
+    for col in ("variant", "correct", "geomean x", "CI", *fast):
+        table.add_column(col, justify="left" if col == "variant" else "right", no_wrap=True)
     for _, row in agg.iterrows():
-        geo = "–" if pd.isna(row["geomean_speedup"]) else f"{row['geomean_speedup']:.3g}" + (
-            "" if pd.isna(row["geomean_speedup_lo"])
-            else f" ({row['geomean_speedup_lo']:.2g}–{row['geomean_speedup_hi']:.2g})")
-        table.add_row(str(row["variant"]), pm(row, "success_rate"), geo, *(pm(row, f) for f in fast))
+        geo = "–" if pd.isna(row["geomean_speedup"]) else f"{row['geomean_speedup']:.3g}"
+        ci = ("–" if pd.isna(row["geomean_speedup_lo"])
+              else f"{row['geomean_speedup_lo']:.2g}–{row['geomean_speedup_hi']:.2g}")
+        table.add_row(str(row["variant"]), pm(row, "success_rate"), geo, ci, *(pm(row, f) for f in fast))
     console.print(table)
     console.print(AGGREGATE_NOTE.format(confidence=confidence), style="dim", highlight=False)
 

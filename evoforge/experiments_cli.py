@@ -56,7 +56,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
                   f"{plan_size} campaigns, into {out}", highlight=False)
     summary = Ablation(spec, out_dir=out, progress=not args.quiet).run()
     agg = write_aggregate(out, summary, spec.confidence)
-    print_aggregate(agg, spec.confidence, console)
+    print_aggregate(agg, spec.confidence)
     page = write_ablation_report(out)
     console.print(f"{out}/summary.csv (one row per variant, task, seed), {out}/aggregate.csv, report {page}",
                   highlight=False)
