@@ -192,6 +192,21 @@ def best_so_far(df: pd.DataFrame) -> pd.Series:
     return speed.cummax().ffill()
 
 
+def campaign_time(wall: pd.Series) -> pd.Series:
+    """Wall time on one clock across sessions: a run continued into the same record without ``--resume``
+    starts its clock at 0 again, so each restart is shifted to follow the previous session's last time."""
+    offset, previous, out = 0.0, None, []
+    for w in wall:
+        if pd.isna(w):
+            out.append(math.nan)
+            continue
+        if previous is not None and w < previous:
+            offset += previous
+        previous = float(w)
+        out.append(w + offset)
+    return pd.Series(out, index=wall.index, dtype=float)
+
+
 def lineage(run: RunRecord, task: str, candidate_id: str, *, limit: int = 200) -> list[dict[str, Any]]:
     """The chain from the seed to ``candidate_id`` through each candidate's first parent, seed first.
 
@@ -272,7 +287,7 @@ def plot_convergence(run: RunRecord, out_dir: Path) -> str:
         curve = best_so_far(df)
         values += [float(v) for v in curve.dropna()]
         ax_evals.step(df["position"], curve, where="post", label=_label(task), lw=1.6)
-        wall = df["wall_time_s"]
+        wall = campaign_time(df["wall_time_s"])
         if wall.notna().any():
             ax_wall.step(wall, curve, where="post", label=_label(task), lw=1.6)
     for ax, xlabel in ((ax_evals, "evaluations"), (ax_wall, "wall time (s)")):

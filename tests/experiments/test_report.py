@@ -114,3 +114,11 @@ def test_report_cli(run_dir: Path, tmp_path: Path) -> None:
     bad = run_cli("report", str(tmp_path / "nowhere"))
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "nowhere" in bad.stderr
+
+
+def test_wall_time_of_a_run_continued_without_resume_keeps_one_clock() -> None:
+    import pandas as pd
+
+    from evoforge.report import campaign_time
+
+    assert campaign_time(pd.Series([1.0, 2.0, 5.0, 0.5, 3.0])).tolist() == [1.0, 2.0, 5.0, 5.5, 8.0]
