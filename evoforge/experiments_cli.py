@@ -44,6 +44,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
             seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
         except ValueError:
             raise UsageError(f"--seeds {args.seeds}: expected integers separated by commas, e.g. 0,1") from None
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise UsageError(f"--seeds {args.seeds}: give each seed once, e.g. 0,1")
         spec = replace(spec, seeds=seeds)
     if args.budget_evals is not None:
         if args.budget_evals < 1:
