@@ -9,7 +9,7 @@ HAS_NVIDIA := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/d
 
 .PHONY: demo test setup sysdeps lint clean
 
-$(VENV)/.installed: pyproject.toml Makefile
+$(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 ifeq ($(HAS_NVIDIA),yes)
@@ -34,8 +34,10 @@ sysdeps:
 	    || echo "could not install$$need: the tests that need them will skip"; fi; \
 	fi
 
+# A second `make demo` continues the first run (nothing recorded is ever overwritten).
 demo: setup
-	$(VENV)/bin/evoforge run experiments/quickstart.toml
+	@if [ -f runs/quickstart/config.json ]; then $(VENV)/bin/evoforge run --resume runs/quickstart; \
+	else $(VENV)/bin/evoforge run experiments/quickstart.toml; fi
 
 test: setup sysdeps
 	$(PY) -m pytest

@@ -165,6 +165,9 @@ class Campaign:
         from evoforge.search.pool import EvalPool, init_ray
 
         cfg = self.config
+        if not self.resume and (self.run_dir / "config.json").exists():
+            raise UsageError(f"--out {self.run_dir}: already holds a campaign; continue it with "
+                             f"`evoforge run --resume {self.run_dir}`, or choose another --out")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         backend = get_backend(cfg.backend, arch=cfg.arch or None)
         ok, reason = backend.available()

@@ -16,6 +16,7 @@ import datetime
 import json
 import math
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -125,7 +126,9 @@ def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int
     if template is None:
         row.update(correct=False, note="no template serves this task")
         return row
-    cfg = CampaignConfig(name=f"h200-{task_slug(task.name)}", out=str(out_dir / "runs" / task_slug(task.name)),
+    run_out = out_dir / "runs" / task_slug(task.name)
+    shutil.rmtree(run_out, ignore_errors=True)  # a re-run replaces the task's row and its run
+    cfg = CampaignConfig(name=f"h200-{task_slug(task.name)}", out=str(run_out),
                          backend="cuda" if DEVICE == "cuda" else "interpreter", budget_evals=budget, budget_minutes=minutes, seed=seed,
                          operators=["params", "rule"], timeout_s=180,
                          tasks=[TaskConfig(spec=spec, set=dict(overrides or {}), floor_passes=passes)])

@@ -104,3 +104,10 @@ def test_bad_config_is_one_line(tmp_path, toml, needle):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "bad.toml" in lines[0]
+
+
+def test_a_second_run_into_the_same_directory_is_refused(run_dir):
+    out, _ = run_dir
+    proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
+                   "--backend", "interpreter", "--out", str(out))
+    assert proc.returncode == 2 and "--resume" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
