@@ -18,9 +18,15 @@ class FailureModel:
     index space is the right prior, and a neighbour on the far side of it is skipped before it costs a run.
     """
 
-    def __init__(self, space: ParamSpace, *, l2: float = 0.1, steps: int = 25) -> None:
+    def __init__(self, space: ParamSpace, *, l2: float = 0.1, steps: int = 25, monotone: bool = True,
+                 resource_weight: float = 0.5) -> None:
         self.space = space
         self.l2 = l2
+        self.monotone = monotone
+        self.resource_weight = resource_weight
+        self._failed: list[np.ndarray] = []
+        self._ran: list[np.ndarray] = []
+        self._resource = np.zeros(0, dtype=bool)
         self.steps = steps
         self._w: np.ndarray | None = None
         self._constant: float | None = 0.0
@@ -35,6 +41,8 @@ class FailureModel:
             self._w = None
             return self
         self._constant = None
+        self._failed = [np.asarray(x) for x, f in zip(xs, y, strict=True) if f]
+        self._ran = [np.asarray(x) for x, f in zip(xs, y, strict=True) if not f]
         phi = np.array([self._phi(x) for x in xs])
         w = np.zeros(phi.shape[1])
         reg = self.l2 * np.eye(len(w))
@@ -45,12 +53,24 @@ class FailureModel:
             hess = phi.T @ (phi * (p * (1 - p))[:, None]) + reg + 1e-9 * np.eye(len(w))
             w -= np.linalg.solve(hess, grad)
         self._w = w
+        # Dimensions whose growth makes failure likelier (tile sizes, stages): the resource dimensions.
+        self._resource = np.array([self.space.ordinal[d] and w[1 + d] > self.resource_weight
+                                   for d in range(self.space.dims)], dtype=bool)
         return self
 
     def predict(self, idx: Sequence[int]) -> float:
         """Probability that ``idx`` fails."""
         if self._w is None:
             return float(self._constant or 0.0)
+        if self.monotone and self._resource.any():
+            # Resource use only grows with the resource dimensions: at least as large as a config that failed
+            # fails; at most as large as one that ran, runs (other dimensions may differ).
+            x = np.asarray(idx)
+            r = self._resource
+            if any(np.all(x[r] >= f[r]) for f in self._failed):
+                return 1.0
+            if any(np.all(x[r] <= o[r]) for o in self._ran):
+                return 0.0
         return float(1.0 / (1.0 + np.exp(-(self._phi(idx) @ self._w))))
 
 

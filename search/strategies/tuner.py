@@ -4,11 +4,13 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
 - the fast configs sit together, but moves that only work in pairs (a bigger tile needs more warps; a deeper
   pipeline needs a smaller K step) make one-parameter hill climbing stall: the walk uses every config within
   two ordinal steps of the best found (radius 1 and 2), drawn at random;
-- a model that ranks those neighbours did worse than drawing them at random on every landscape tried, so no
-  value model orders the walk; the Optuna sampler, told every result, proposes whenever the walk is stuck;
+- models that ranked those neighbours (ridge regression with pairwise terms, GP expected improvement, Thompson
+  sampling) did worse than drawing them at random, so no value model orders the walk; the Optuna sampler,
+  told every result, proposes whenever the walk is stuck (the best's neighbourhood is used up);
 - resource failures (OutOfResources) mark where the chip is full, and the fastest configs use as much of it as
-  fits: once a failure is seen, a logistic failure model skips neighbours that will not fit and the walk
-  prefers neighbours next to the learned boundary (``boundary=False`` turns that off).
+  fits: once a failure is seen, a failure model (logistic, plus monotonicity in the dimensions it finds
+  resource-like) skips neighbours that will not fit, and the walk prefers neighbours next to the learned
+  boundary (``boundary=False`` turns that off: 0.54 instead of 0.72-0.8 on matmul_bf16_4096 at budget 30).
 """
 
 from __future__ import annotations
@@ -25,15 +27,13 @@ class StructureTuner:
     """Proposes grid points of one ``ParamSpace``; ``tell`` takes runtime_ms, or None for a failure."""
 
     def __init__(self, *, space: ParamSpace, seed: int, sampler: str = "tpe", n_start: int = 5,
-                 anchors: int = 1, global_every: int = 0, fail_threshold: float = 0.5, boundary: bool = True,
+                 anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
                  boundary_threshold: float = 0.7) -> None:
         self.space = space
         self.sampler = OptunaTuner(space=space, sampler=sampler, seed=seed,
                                    n_startup_trials=max(n_start, 1) if sampler in ("tpe", "gp") else None)
         self.n_start = n_start
         self.anchors = anchors
-        self.global_every = global_every
-        self._asks = 0
         self.fail_threshold = fail_threshold
         self.boundary = boundary
         self.boundary_threshold = boundary_threshold
@@ -42,6 +42,7 @@ class StructureTuner:
         self.pending: set[tuple[int, ...]] = set()
         self.local_moves = 0
         self._failure_model: FailureModel | None = None
+        self._pfail_cache: dict[tuple[int, ...], float] = {}
 
     @property
     def seen(self) -> set[tuple[int, ...]]:
@@ -60,9 +61,7 @@ class StructureTuner:
         if self.exhausted:
             return None
         idx = None
-        self._asks += 1
-        explore = self.global_every > 0 and self._asks % self.global_every == 0
-        if len(self.results) + len(self.pending) >= self.n_start and self.best() is not None and not explore:
+        if len(self.results) + len(self.pending) >= self.n_start and self.best() is not None:
             idx = self._local_move()
         if idx is None:
             idx = self.sampler.ask()
@@ -88,6 +87,7 @@ class StructureTuner:
         self.results[idx] = runtime_ms
         self.sampler.tell(idx, runtime_ms)
         self._failure_model = None
+        self._pfail_cache = {}
 
     # --- local search --------------------------------------------------------------------------------------
     def _fail_model(self) -> FailureModel:
@@ -97,7 +97,9 @@ class StructureTuner:
         return self._failure_model
 
     def _pfail(self, idx: tuple[int, ...]) -> float:
-        return failure_probability(self._fail_model(), self.results, idx)
+        if idx not in self._pfail_cache:
+            self._pfail_cache[idx] = failure_probability(self._fail_model(), self.results, idx)
+        return self._pfail_cache[idx]
 
     def _local_move(self) -> tuple[int, ...] | None:
         ranked = sorted((v, i) for i, v in self.results.items() if v is not None)

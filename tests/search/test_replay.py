@@ -1,0 +1,78 @@
+"""The replay backend answers what the H200 answered when the landscape was recorded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from evoforge.backends.base import Backend, get_backend
+from evoforge.backends.replay import Landscape
+
+from evoforge.core import EvalStatus, UsageError
+from tests.search.conftest import MATMUL
+
+
+def _row(landscape: Landscape, status: str) -> dict:
+    return next(r for r in landscape.rows if r["status"] == status)
+
+
+def test_a_recorded_config_replays_its_time_and_the_reference(matmul: Landscape) -> None:
+    row = _row(matmul, "ok")
+    result = matmul.evaluate(matmul.params_of(row))
+    assert result.status is EvalStatus.OK
+    assert result.runtime_ms == row["ms"]
+    assert result.ref_ms == pytest.approx(0.17740799486637115)  # cuBLAS, from the file
+    assert result.speedup == pytest.approx(result.ref_ms / row["ms"])
+    assert result.backend == "replay" and result.arch == "nvidia-sm90"
+
+
+def test_a_config_that_did_not_fit_is_a_compile_error_named_after_its_exception(matmul: Landscape) -> None:
+    result = matmul.evaluate(matmul.params_of(_row(matmul, "OutOfResources")))
+    assert result.status is EvalStatus.COMPILE_ERROR
+    assert result.message.startswith("OutOfResources: ")
+    assert result.runtime_ms is None
+
+
+def test_an_incorrect_row_is_incorrect(tmp_path) -> None:
+    path = tmp_path / "l.json"
+    path.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "space": {"B": [1, 2]}, "baseline_ms": {"torch": 1.0},
+                                "rows": [{"B": 1, "ms": 0.5, "rel_err": 0.3, "status": "incorrect"},
+                                         {"B": 2, "ms": 0.7, "status": "ok"}]}))
+    landscape = Landscape.load(path)
+    assert landscape.evaluate({"B": 1}).status is EvalStatus.INCORRECT
+    assert landscape.best_ms == 0.7  # an incorrect config is never the best, however fast
+    assert landscape.arch == "nvidia-sm90"
+
+
+def test_a_config_not_in_the_file_is_invalid(matmul: Landscape) -> None:
+    params = {**matmul.params_of(matmul.rows[0]), "BLOCK_M": 96}
+    result = matmul.evaluate(params)
+    assert result.status is EvalStatus.INVALID and "not in matmul_bf16_4096.json" in result.message
+
+
+def test_the_seed_candidate_declares_the_files_space(matmul: Landscape) -> None:
+    seed = matmul.seed_candidate()
+    assert seed.space == matmul.space
+    assert set(seed.params) == set(matmul.space)
+
+
+def test_a_bad_path_is_one_line_naming_the_file(tmp_path) -> None:
+    with pytest.raises(UsageError, match="nope.json: landscape file not found"):
+        Landscape.load(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(UsageError, match="bad.json: not a readable landscape"):
+        Landscape.load(bad)
+
+
+def test_the_backend_is_registered_and_keeps_the_protocol() -> None:
+    backend = get_backend("replay", landscape=str(MATMUL))
+    assert isinstance(backend, Backend)
+    assert backend.available()[0] and backend.device == "cpu" and backend.arch == "nvidia-sm90"
+    assert backend.properties["configs"] == 432 and backend.child_env() == {}
+    backend.synchronize()
+    with pytest.raises(NotImplementedError, match="times nothing"):
+        backend.time_interleaved({"f": lambda: None})
+    seed = backend.landscape.seed_candidate()
+    assert backend.evaluate(seed).status in set(EvalStatus)
+    assert not get_backend("replay").available()[0]
