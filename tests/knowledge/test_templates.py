@@ -139,11 +139,10 @@ def _load_template(name: str, monkeypatch):
     return module
 
 
-@pytest.mark.parametrize("momentum", [0.1, None])
-def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum, monkeypatch):
-    """The chain evaluates in eval mode; the training path (batch stats, running-stat update) is checked here."""
-    bn_template = _load_template("batchnorm", monkeypatch)
-    monkeypatch.setitem(bn_template.PARAMS, "BLOCK", 64)
+def _batchnorm_train_check(momentum) -> None:
+    """Run in a fresh interpreter-mode process: other tests import Triton in GPU mode first."""
+    bn_template = _load_template("batchnorm", pytest.MonkeyPatch())
+    bn_template.PARAMS["BLOCK"] = 64
     torch.manual_seed(0)
     reference = torch.nn.Module()
     reference.bn = torch.nn.BatchNorm2d(5, momentum=momentum)
@@ -161,6 +160,16 @@ def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum, mo
     for name in ("running_mean", "running_var"):
         torch.testing.assert_close(getattr(candidate.bn, name), getattr(reference.bn, name), atol=1e-5, rtol=1e-5)
     assert int(candidate.bn.num_batches_tracked) == int(reference.bn.num_batches_tracked) == 2
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum):
+    """The training path (batch stats, running-stat update), checked against nn.BatchNorm2d directly."""
+    code = ("from tests.knowledge.test_templates import _batchnorm_train_check; "
+            f"_batchnorm_train_check({momentum!r})")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2], env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @pytest.mark.parametrize("file_name", sorted(INDEX))
