@@ -118,7 +118,7 @@ def _format_table(res: dict[str, Any]) -> str:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = [f"{res['landscape']}: {res['configs']} configs recorded on {res['gpu']}, exhaustive best "
              f"{res['exhaustive_best_ms']:.4f} ms (CPU replay of recorded timings)"]
-    lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
 
 
