@@ -53,7 +53,9 @@ class FailureModel:
             hess = phi.T @ (phi * (p * (1 - p))[:, None]) + reg + 1e-9 * np.eye(len(w))
             w -= np.linalg.solve(hess, grad)
         self._w = w
-        # Dimensions whose growth makes failure likelier (tile sizes, stages): the resource dimensions.
+        # Dimensions whose growth makes failure likelier: the resource dimensions. The prior is the hardware's:
+        # tile sizes and pipeline stages use more shared memory and registers as their values grow, so only a
+        # positive weight counts (on a landscape mirrored to break that prior, 0.67 instead of 0.75).
         self._resource = np.array([self.space.ordinal[d] and w[1 + d] > self.resource_weight
                                    for d in range(self.space.dims)], dtype=bool)
         return self

@@ -1,0 +1,48 @@
+"""The parts of the default tuner a user notices: failures are learned, and the space is an ordered grid."""
+
+from __future__ import annotations
+
+from evoforge.search.strategies.space import ParamSpace
+from evoforge.search.strategies.surrogate import FailureModel
+from evoforge.search.strategies.tuner import StructureTuner
+
+
+def test_numeric_choices_are_ordered_and_categorical_ones_are_not() -> None:
+    space = ParamSpace.from_dict({"BLOCK": [256, 64, 128], "layout": ["row", "col"]})
+    assert space.names == ("BLOCK", "layout")
+    assert space.values == ((64, 128, 256), ("row", "col")) and space.ordinal == (True, False)
+    assert sorted(space.neighbours((1, 0))) == [(0, 0), (1, 1), (2, 0)]  # 128 -> 64 or 256, never 64 -> 256
+    assert space.indices_of({"BLOCK": 128, "layout": "col"}) == (1, 1)
+    assert space.indices_of({"BLOCK": 96, "layout": "col"}) is None
+
+
+def test_a_config_larger_than_one_that_failed_is_predicted_to_fail() -> None:
+    space = ParamSpace.from_dict({"BLOCK": [16, 32, 64, 128], "stages": [1, 2, 3, 4], "warps": [1, 2, 4]})
+    xs, failed = [], []
+    for b in range(4):
+        for s in range(4):
+            xs.append((b, s, 1))
+            failed.append(b + s >= 5)  # shared memory grows with both
+    model = FailureModel(space).fit(xs, failed)
+    assert model.predict((3, 3, 0)) == 1.0  # at least as large as a failure in BLOCK and stages
+    assert model.predict((0, 0, 2)) == 0.0  # at most as large as a config that ran
+
+
+def test_the_tuner_stops_proposing_configs_that_cannot_fit() -> None:
+    space = ParamSpace.from_dict({"BLOCK": [16, 32, 64, 128, 256], "stages": [1, 2, 3, 4, 5]})
+
+    def runtime(idx: tuple[int, ...]) -> float | None:
+        b, s = idx
+        if b + s >= 6:
+            return None  # OutOfResources
+        return 1.0 / (1 + b + s) + 0.01 * abs(b - s)  # fastest just inside the boundary
+
+    tuner = StructureTuner(space=space, seed=0)
+    failures = 0
+    for _ in range(14):
+        idx = tuner.ask()
+        failures += runtime(idx) is None
+        tuner.tell(idx, runtime(idx))
+    best = tuner.best()
+    assert best is not None and sum(best[0]) == 5  # on the boundary: the fastest configs that fit
+    assert failures <= 4  # of the 10 configs that do not fit
