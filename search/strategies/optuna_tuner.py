@@ -44,7 +44,6 @@ def make_sampler(name: str, *, seed: int, n_startup_trials: int | None = None) -
         if name == "cmaes":
             if importlib.util.find_spec("cmaes") is None:
                 raise UsageError("sampler 'cmaes' needs the cmaes package: pip install cmaes")
-            warnings.filterwarnings("ignore", message="Constraints have been set, but CmaEsSampler")
             return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False,
                                                 n_startup_trials=1 if n_startup_trials is None else n_startup_trials)
         if name == "random":
@@ -70,6 +69,7 @@ class OptunaTuner:
         self._trials: dict[tuple[int, ...], Trial] = {}  # pending: proposed, not yet told
         self.seen: set[tuple[int, ...]] = set()  # proposed or told, by anyone
         self._worst_ok: float | None = None
+        self._constraints = sampler != "cmaes"  # CMA-ES reads only the penalty value (and warns on constraints)
 
     # --- the sampler's view -------------------------------------------------------------------------------
     def _idx_of_trial(self, trial: Trial) -> tuple[int, ...]:
@@ -123,10 +123,12 @@ class OptunaTuner:
         if runtime_ms is not None and runtime_ms > 0:
             value = math.log(runtime_ms)
             self._worst_ok = value if self._worst_ok is None else max(self._worst_ok, value)
-            trial.set_constraint(FAILURE_CONSTRAINT, 0.0)
+            if self._constraints:
+                trial.set_constraint(FAILURE_CONSTRAINT, 0.0)
         else:
             value = (self._worst_ok if self._worst_ok is not None else 0.0) + PENALTY_LOG_MARGIN
-            trial.set_constraint(FAILURE_CONSTRAINT, 1.0)
+            if self._constraints:
+                trial.set_constraint(FAILURE_CONSTRAINT, 1.0)
         self.study.tell(trial, value)
 
     def nearest_unseen(self, idx: Sequence[int]) -> tuple[int, ...] | None:
