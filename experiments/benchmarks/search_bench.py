@@ -23,8 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_LANDSCAPES = [REPO.parent / "shared" / "landscapes" / name
                       for name in ("matmul_bf16_4096.json", "softmax_fp16_32768x1024.json")]
-STRATEGIES = [("default", 1), ("default", 4), ("bayes", 1), ("bayes", 4), ("evolution", 1), ("random", 1)]
-LABELS = {"default": "default (evoforge)", "bayes": "bayes (Optuna TPE alone)", "evolution": "evolution",
+STRATEGIES = [("default", 1), ("default", 4), ("bayes", 1), ("bayes", 4), ("bayes:cmaes", 1), ("evolution", 1),
+              ("random", 1)]
+LABELS = {"default": "default (evoforge)", "bayes": "bayes (Optuna TPE alone)",
+          "bayes:cmaes": "bayes:cmaes (Optuna CMA-ES alone)", "evolution": "evolution",
           "random": "random"}
 
 

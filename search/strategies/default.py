@@ -1,14 +1,15 @@
 """The campaign default: structures evolve, the parameters of promising structures are tuned per structure.
 
 It is ``evolution`` (islands, tournaments, elites, migration, an AUC bandit over operators) whose ``params``
-operator is not a random mutation but a ``StructureTuner`` per structure_id: an Optuna sampler to start, then
-local search around that structure's best config (see ``tuner``). Which structure is tuned is chosen among the
+operator is not a random mutation but a ``StructureTuner`` per structure_id: an Optuna sampler to start
+(CMA-ES, see ``default_sampler``), then local search around that structure's best config (see ``tuner``). Which structure is tuned is chosen among the
 best few by their best runtime, so a new structure from an LLM operator gets tuned as soon as it is promising.
 With one structure and only a parameter space (a recorded landscape) every proposal is the tuner's.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,17 @@ from evoforge.search.strategies.tuner import StructureTuner
 from evoforge.core import Candidate
 
 _TOP_STRUCTURES = 3
+
+
+def default_sampler() -> str:
+    """CMA-ES where its package is installed, else TPE.
+
+    CMA-ES starts at the centre of each ordinal range and spreads out, and the tuner's walk starts from its first
+    proposals: on matmul_bf16_4096 at budget 30 that gave 0.86 against 0.77 from TPE's random start (and 0.77
+    against 0.67 on the same landscape mirrored), for 0.92 against 0.94 on softmax_fp16_32768x1024, whose best
+    configs sit in a corner of the space.
+    """
+    return "cmaes" if importlib.util.find_spec("cmaes") is not None else "tpe"
 _EXPLORE_STRUCTURE = 0.2  # chance to tune one of the next best structures instead of the best
 
 
@@ -29,8 +41,8 @@ class DefaultStrategy(EvolutionStrategy):
     name = "default"
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
-                 sampler: str = "tpe", tuner_options: dict[str, Any] | None = None, **evolution: Any) -> None:
-        self.sampler = sampler
+                 sampler: str | None = None, tuner_options: dict[str, Any] | None = None, **evolution: Any) -> None:
+        self.sampler = sampler or default_sampler()
         self.tuner_options = dict(tuner_options or {})
         self.tuners: dict[str, StructureTuner] = {}
         evolution.setdefault("init_random", 0)  # the tuner makes its own start
