@@ -82,6 +82,38 @@ def host_time_interleaved(fns: dict[str, Callable[[], Any]], *, sync: Callable[[
     return {k: Timing.from_samples(v, representative=representative) for k, v in samples.items()}
 
 
+def event_time_interleaved(fns: dict[str, Callable[[], Any]], *, event: Callable[[], Any],
+                           sync: Callable[[], None], flush: Callable[[], None], budget_ms: float,
+                           max_reps: int = 500, min_reps: int = 10) -> dict[str, Timing]:
+    """Device-event timing (CUDA, XPU): warm-up, repeats sized to the budget, L2 flushed before every run.
+
+    ``event`` makes a timing event (``torch.cuda.Event(enable_timing=True)`` or the XPU one).
+    """
+    for fn in fns.values():  # warm-up: compilation, module load and first touch stay out of the numbers
+        fn()
+    sync()
+    start, end = event(), event()
+    start.record()
+    for _ in range(3):
+        for fn in fns.values():
+            flush()
+            fn()
+    end.record()
+    sync()
+    per_round_ms = max(start.elapsed_time(end) / 3, 1e-3)
+    reps = int(min(max_reps, max(min_reps, budget_ms / per_round_ms)))
+    events = {k: [(event(), event()) for _ in range(reps)] for k in fns}
+    for i in range(reps):
+        for key, fn in fns.items():
+            flush()
+            s, e = events[key][i]
+            s.record()
+            fn()
+            e.record()
+    sync()
+    return {key: Timing.from_samples([s.elapsed_time(e) for s, e in pairs]) for key, pairs in events.items()}
+
+
 _REGISTRY: dict[str, Callable[..., Backend]] = {}
 
 

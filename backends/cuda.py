@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from typing import Any
 
-from evoforge.backends.base import Timing, register
+from evoforge.backends.base import Timing, event_time_interleaved, register
 
 _ARCH_BY_CAPABILITY = {(8, 0): "nvidia-sm80", (8, 6): "nvidia-sm80", (8, 9): "nvidia-sm89", (9, 0): "nvidia-sm90"}
 
@@ -72,33 +71,6 @@ class CudaBackend:
                          max_reps: int = 500, min_reps: int = 10) -> dict[str, Timing]:
         import torch
 
-        for fn in fns.values():
-            fn()
-        self.synchronize()
-        # Estimate one round to size the repeats to the budget (as do_bench does).
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(3):
-            for fn in fns.values():
-                self._flush()
-                fn()
-        end.record()
-        self.synchronize()
-        per_round_ms = max(start.elapsed_time(end) / 3, 1e-3)
-        reps = int(min(max_reps, max(min_reps, budget_ms / per_round_ms)))
-        events = {k: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(reps)] for k in fns}
-        for i in range(reps):
-            for key, fn in fns.items():
-                self._flush()
-                s, e = events[key][i]
-                s.record()
-                fn()
-                e.record()
-        self.synchronize()
-        out = {}
-        for key, pairs in events.items():
-            samples = [s.elapsed_time(e) for s, e in pairs]
-            out[key] = Timing(median_ms=statistics.median(samples), min_ms=min(samples), samples=len(samples),
-                              representative=True, samples_ms=tuple(samples))
-        return out
+        return event_time_interleaved(fns, event=lambda: torch.cuda.Event(enable_timing=True),
+                                      sync=self.synchronize, flush=self._flush, budget_ms=budget_ms,
+                                      max_reps=max_reps, min_reps=min_reps)

@@ -17,11 +17,10 @@ understands, and into nothing at all on other devices, so one candidate source r
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from evoforge.backends.base import Timing, register
+from evoforge.backends.base import Timing, event_time_interleaved, register
 
 # Name patterns first: product names are what the driver reports (torch.xpu.get_device_name), e.g.
 # "Intel(R) Arc(TM) B580 Graphics", "Intel(R) Data Center GPU Max 1550", "Intel(R) Arc(TM) A770 Graphics".
@@ -229,30 +228,6 @@ class XpuBackend:
                          max_reps: int = 500, min_reps: int = 10) -> dict[str, Timing]:
         import torch
 
-        for fn in fns.values():
-            fn()
-        self.synchronize()
-        start, end = torch.xpu.Event(enable_timing=True), torch.xpu.Event(enable_timing=True)
-        start.record()
-        for fn in fns.values():
-            self._flush()
-            fn()
-        end.record()
-        self.synchronize()
-        reps = int(min(max_reps, max(min_reps, budget_ms / max(start.elapsed_time(end), 1e-3))))
-        events = {k: [(torch.xpu.Event(enable_timing=True), torch.xpu.Event(enable_timing=True))
-                      for _ in range(reps)] for k in fns}
-        for i in range(reps):
-            for key, fn in fns.items():
-                self._flush()
-                s, e = events[key][i]
-                s.record()
-                fn()
-                e.record()
-        self.synchronize()
-        out = {}
-        for key, pairs in events.items():
-            samples = [s.elapsed_time(e) for s, e in pairs]
-            out[key] = Timing(median_ms=statistics.median(samples), min_ms=min(samples), samples=len(samples),
-                              representative=True, samples_ms=tuple(samples))
-        return out
+        return event_time_interleaved(fns, event=lambda: torch.xpu.Event(enable_timing=True),
+                                      sync=self.synchronize, flush=self._flush, budget_ms=budget_ms,
+                                      max_reps=max_reps, min_reps=min_reps)
