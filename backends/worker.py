@@ -71,7 +71,7 @@ def main() -> int:
     from evoforge.backends.base import get_backend
     from evoforge.backends.chain import ChainOptions, VerificationChain
 
-    from evoforge.core import Candidate
+    from evoforge.core import Candidate, json_safe
     from evoforge.task import Task
 
     backends: dict[str, object] = {}
@@ -86,19 +86,9 @@ def main() -> int:
             backends[key] = get_backend(request["backend"], **request.get("backend_options", {}))
         chain = VerificationChain(backends[key], ChainOptions.from_dict(request.get("options", {})), workdir)
         result = chain.run(Task.from_dict(request["task"]), Candidate.from_dict(request["candidate"]))
-        answer = {"id": request.get("id"), "result": _json_safe(result.to_dict())}
+        answer = {"id": request.get("id"), "result": json_safe(result.to_dict())}
         protocol.write(json.dumps(answer) + "\n")
     return 0
-
-
-def _json_safe(value: object) -> object:
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 if __name__ == "__main__":

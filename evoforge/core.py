@@ -68,6 +68,17 @@ def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     return space, params
 
 
+def json_safe(value: Any) -> Any:
+    """NaN and infinities become None (JSON has neither); containers are walked."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 

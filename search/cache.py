@@ -15,7 +15,7 @@ from typing import Any
 
 from evoforge.search.store import atomic_write
 
-from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.core import Candidate, EvalResult, EvalStatus, json_safe
 
 # Failures that depend on the machine's state rather than the candidate are never cached.
 _UNCACHEABLE = {EvalStatus.TIMEOUT, EvalStatus.CRASHED}
@@ -59,6 +59,4 @@ class ResultCache:
         if result.status in _UNCACHEABLE or result.cached:
             return
         path = self.directory / f"{self.key(task_key, candidate)}.json"
-        from evoforge.search.store import _json_safe
-
-        atomic_write(path, json.dumps(_json_safe(result.to_dict())))
+        atomic_write(path, json.dumps(json_safe(result.to_dict())))

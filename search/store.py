@@ -23,7 +23,7 @@ from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
+from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe
 
 MESSAGE_LIMIT = 4000
 
@@ -247,7 +247,7 @@ class Store:
         # RUNNING trial that already holds its result: ``close_interrupted`` finishes it as recorded.
         trial = optuna.trial.create_trial(
             state=TrialState.RUNNING, params=params, distributions=distributions, user_attrs=attrs,
-            system_attrs={"evoforge:result": json.dumps(_json_safe(result.to_dict()))})
+            system_attrs={"evoforge:result": json.dumps(json_safe(result.to_dict()))})
         study_id = self.storage.get_study_id_from_name(study.study_name)
         trial_id = self.storage.create_new_trial(study_id, template_trial=trial)
         try:
@@ -318,11 +318,3 @@ def _render_prompt(messages: Any) -> str:
     return str(messages)
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
