@@ -47,6 +47,7 @@ class TaskState:
     correct_steps: dict[str, int] = field(default_factory=dict)  # candidate id -> correct steps in its lineage
     in_flight: int = 0
     first_correct_at: int | None = None
+    illegal_skipped: int = 0  # parameter proposals outside the knowledge base's legal space
 
     @property
     def evaluations(self) -> int:
@@ -326,6 +327,27 @@ class Campaign:
                                       parents=(parent.id,), meta={"fallback": True})
         return None
 
+    def _outside_legal_space(self, state: TaskState, child: Candidate) -> bool:
+        """A parameter move into a config the hardware rules forbid is not a sample of the space at all.
+
+        The knowledge base narrows the space the strategy searches: such a config is told to the strategy as
+        ``invalid`` (so it is not proposed again) but is neither evaluated, recorded nor counted in the budget.
+        Structure changes (rule and LLM operators) that break a rule are still recorded as ``invalid`` children.
+        """
+        if not self.config.knowledge or child.operator != "params" or state.illegal_skipped >= 10 * max(
+                1, self.config.budget_evals):
+            return False
+        from evoforge import knowledge
+
+        legal, violations = knowledge.is_legal(child.params, self.config.arch, source=child.source)
+        if legal:
+            return False
+        rules = ", ".join(sorted({v.rule for v in violations if v.severity == "hard"}))
+        state.illegal_skipped += 1
+        state.strategy.tell(child, EvalResult.failure(EvalStatus.INVALID, f"outside the legal space ({rules})",
+                                                      backend=self.backend.name, arch=self.config.arch))
+        return True
+
     def _absorb(self, state: TaskState, candidate: Candidate, result: EvalResult, *, record: bool = True,
                 worker: str = "") -> None:
         if record:
@@ -394,6 +416,9 @@ class Campaign:
                         self._failed_proposal(state, proposal, made)
                         progress.update()
                         continue
+                    if self._outside_legal_space(state, made):
+                        state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
+                        continue
                     self.store.save_candidate(made)
                     early = self._precheck(made) or self.cache.get(state.task.key(), made)
                     if early is not None:
@@ -441,6 +466,7 @@ class Campaign:
             summary["tasks"][name] = {
                 "evaluations": state.evaluations, "statuses": dict(state.statuses),
                 "first_correct_at": state.first_correct_at,
+                "illegal_skipped": state.illegal_skipped,
                 "best_speedup": best[1].speedup if best else None,
                 "best_runtime_ms": best[1].runtime_ms if best else None,
                 "ref_ms": best[1].ref_ms if best else None,

@@ -111,3 +111,21 @@ def test_a_second_run_into_the_same_directory_is_refused(run_dir):
     proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
                    "--backend", "interpreter", "--out", str(out))
     assert proc.returncode == 2 and "--resume" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_configs_outside_the_legal_space_are_never_evaluated_or_recorded(tmp_path):
+    """The knowledge base narrows the space: BLOCK=250 or num_warps=3 cannot run on the target, so the search
+    learns that without spending an evaluation, a trial or budget on it."""
+    out = tmp_path / "run"
+    proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu_space" / "illegal_choices.py"),
+                   "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter",
+                   "--budget-evals", "8", "--out", str(out), "--name", "legal", "--operators", "params", "--json",
+                   timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]["level1/19_ReLU"]
+    trials = optuna.load_study(study_name="legal/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db").trials
+    params = [json.loads(t.user_attrs["params"]) for t in trials]
+    assert params and all(p["BLOCK"] in (256, 512, 1024) and p["num_warps"] == 4 for p in params)
+    assert all(t.user_attrs["status"] == "ok" for t in trials)
+    assert len({(p["BLOCK"], p["num_warps"]) for p in params}) == len(params) == 3  # the whole legal space
+    assert summary["illegal_skipped"] > 0
