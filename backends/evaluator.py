@@ -26,6 +26,16 @@ def knowledge_violations(candidate: Candidate, arch: str, triton_version: str | 
                               arch=arch, details={"rules": [v.rule for v in violations]})
 
 
+def precheck(candidate: Candidate, *, backend: str, arch: str, knowledge: bool = True) -> EvalResult | None:
+    """Static checks and the target's hard rules: what needs no process. None when the candidate may run."""
+    failure = static_check(candidate.source, language=candidate.language)
+    if failure is None and knowledge:
+        failure = knowledge_violations(candidate, arch)
+    if failure is not None:
+        return replace(failure, backend=backend, arch=arch)
+    return None
+
+
 class Evaluator:
     """Evaluates candidates of one backend, one at a time, reusing one sandboxed process."""
 
@@ -40,12 +50,7 @@ class Evaluator:
                                timeout_s=timeout_s, child_env=child_env, memory_limit_bytes=memory_limit_bytes)
 
     def precheck(self, candidate: Candidate) -> EvalResult | None:
-        failure = static_check(candidate.source, language=candidate.language)
-        if failure is None and self.knowledge:
-            failure = knowledge_violations(candidate, self.arch)
-        if failure is not None:
-            return replace(failure, backend=self.backend, arch=self.arch)
-        return None
+        return precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
 
     def evaluate(self, task: Task, candidate: Candidate) -> EvalResult:
         return self.precheck(candidate) or self.sandbox.evaluate(task, candidate, self.options.to_dict())

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from evoforge.backends.evaluator import precheck
 from evoforge.config import CampaignConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 from evoforge.mutators.base import Failure, MutationContext, MutationError, Mutator
@@ -202,7 +203,6 @@ class Campaign:
                             "memory_limit_bytes": INTERPRETER_MEMORY_LIMIT if backend.name == "interpreter" else None}
         self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
                              timeout_s=cfg.timeout_s)
-        self._precheck = self._make_prechecker()
 
     def _default_workers(self, backend: Any) -> int:
         if backend.name == "cuda":
@@ -214,20 +214,6 @@ class Campaign:
 
             return max(1, torch.xpu.device_count())
         return 2
-
-    def _make_prechecker(self) -> Any:
-        from evoforge.backends.evaluator import knowledge_violations
-        from evoforge.backends.static import static_check
-
-        def precheck(candidate: Candidate) -> EvalResult | None:
-            failure = static_check(candidate.source, language=candidate.language)
-            if failure is None and self.config.knowledge:
-                failure = knowledge_violations(candidate, self.config.arch)
-            if failure is not None:
-                return replace(failure, backend=self.backend.name, arch=self.config.arch)
-            return None
-
-        return precheck
 
     # ---------------------------------------------------------------- resume
     def restore(self) -> int:
@@ -420,7 +406,8 @@ class Campaign:
                         state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
                         continue
                     self.store.save_candidate(made)
-                    early = self._precheck(made) or self.cache.get(state.task.key(), made)
+                    early = precheck(made, backend=self.backend.name, arch=self.config.arch,
+                                     knowledge=self.config.knowledge) or self.cache.get(state.task.key(), made)
                     if early is not None:
                         state.in_flight -= 1
                         self._absorb(state, made, early)

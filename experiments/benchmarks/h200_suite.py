@@ -160,23 +160,10 @@ def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int
 
 
 def _floor_passes(task) -> float:
-    import yaml
+    from evoforge.campaign import template_floor_passes
 
-    from evoforge.campaign import find_template_for
-
-    template = find_template_for(task)
-    if template is None:
-        return 1.0
-    index = yaml.safe_load((template.parent / "index.yaml").read_text()) or {}
-    entries = index.get("templates", index)
-    items = entries.items() if isinstance(entries, dict) else ((e.get("file"), e) for e in entries)
-    for name, entry in items:
-        if (entry.get("file") or name) == template.name:
-            passes = entry.get("floor_passes", 1.0)
-            if isinstance(passes, dict):
-                passes = passes.get(task.name, 1.0)
-            return float(passes)
-    return 1.0
+    passes = template_floor_passes(task)
+    return 1.0 if passes is None else passes
 
 
 def write_report(csv: Path) -> None:
