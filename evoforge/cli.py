@@ -137,19 +137,15 @@ def _add_eval(sub: Any) -> None:
     p.set_defaults(func=cmd_eval)
 
 
-def _optional_subparsers() -> list[Callable[[Any], None]]:
+def _subsystem_subparsers() -> list[Callable[[Any], None]]:
     """Subcommands that live beside their subsystem; each module registers its own."""
-    adders = []
-    for module_name in ("evoforge.campaign_cli", "evoforge.knowledge.cli", "evoforge.search.bench",
-                        "evoforge.mutators.cli", "evoforge.experiments_cli"):
-        try:
-            module = __import__(module_name, fromlist=["add_subparser"])
-        except ModuleNotFoundError as e:
-            if e.name and module_name.startswith(e.name):
-                continue
-            raise
-        adders.append(module.add_subparser)
-    return adders
+    from evoforge import campaign_cli, experiments_cli
+    from evoforge.knowledge import cli as kb_cli
+    from evoforge.mutators import cli as llm_cli
+    from evoforge.search import bench
+
+    return [campaign_cli.add_subparser, kb_cli.add_subparser, bench.add_subparser, llm_cli.add_subparser,
+            experiments_cli.add_subparser]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("backends", help="list backends and whether each is available here")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_backends)
-    for add in _optional_subparsers():
+    for add in _subsystem_subparsers():
         add(sub)
     return parser
 
