@@ -120,6 +120,7 @@ class Campaign:
         self.backend: Any = None
         self.llm: Any = None
         self.elapsed_before_s = 0.0
+        self._last_save = 0.0  # monotonic time of the last campaign_state.json write
 
     # ---------------------------------------------------------------- set-up
     def _load_tasks(self) -> list[tuple[Task, Candidate]]:
@@ -433,7 +434,7 @@ class Campaign:
 
     def _save_state(self) -> None:
         now = time.monotonic()
-        if now - getattr(self, "_last_save", 0.0) < 2.0:
+        if now - self._last_save < 2.0:
             return
         self._last_save = now
         atomic_write(self.run_dir / "campaign_state.json", json.dumps({"elapsed_s": self.elapsed_s()}))
