@@ -82,6 +82,7 @@ def main() -> None:
                         "speedup_diff_pct": 100 * (result.speedup / ind["speedup"] - 1)})
         rows.append(row)
         print(json.dumps(row), flush=True)
+        _save(args.out, rows, {})  # a run cut by its time limit keeps the rows it finished
     evaluator.close()
 
     # Overhead of the chain per candidate: a small elementwise kernel, worker already running.
@@ -112,13 +113,16 @@ def main() -> None:
     overhead.update({"submit_to_result_compile_included_s": statistics.median(cold),
                      "submit_to_result_compile_excluded_s": statistics.median(warm),
                      "timing_budget_ms": 100, "trials": 3})
+    _save(args.out, rows, overhead)
+    print(json.dumps(overhead), flush=True)
+
+
+def _save(out: str, rows: list[dict], overhead: dict) -> None:
     meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "triton": __import__("triton").__version__, "driver": _driver(),
             "date": datetime.date.today().isoformat(), "script": "experiments/benchmarks/eval_agreement.py"}
-    out = {"meta": meta, "agreement": rows, "overhead": overhead}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
-    print(json.dumps(overhead), flush=True)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({"meta": meta, "agreement": rows, "overhead": overhead}, indent=2))
 
 
 def _driver() -> str:

@@ -1,0 +1,165 @@
+"""Evaluation throughput of the Ray pool: evaluations per minute and how busy the GPUs are, on 1 and 2 GPUs.
+
+A parameter sweep of the fp32 matmul template (level1/1, 4096^3 by default) goes through `EvalPool` exactly as
+a campaign sends it: one actor per GPU, each with its sandboxed evaluation process, every candidate through the
+whole chain (static checks, compile, three correctness trials, interleaved timing). The same configurations
+are swept with 1 GPU and with N GPUs, each with a cold Triton cache of its own, so neither run profits from the
+other's compiles. Before the timed window every actor evaluates one configuration outside the sweep (its
+process start, CUDA context and imports are a campaign's start-up, not its steady state).
+
+GPU busy fraction: `nvidia-smi`'s utilization.gpu (share of each sample period in which a kernel ran),
+sampled every 100 ms over the timed window and averaged over the GPUs in use. Compile share: the chain's own
+`compile_s` (load + first-call JIT) summed over the sweep, over the actors' wall time.
+
+  python experiments/benchmarks/throughput.py --gpus 1 2 --evals 24 --out experiments/results/h200/throughput.json
+  python experiments/benchmarks/throughput.py --backend interpreter --set N=64 --evals 4 --gpus 1 2   # CPU smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from evoforge.backends.chain import ChainOptions
+from evoforge.knowledge import legal_configs
+from evoforge.search.pool import EvalPool, init_ray
+
+from evoforge.campaign import find_template_for
+from evoforge.core import Candidate
+from evoforge.task import Task, parse_assignments
+
+
+class UtilizationSampler:
+    """`nvidia-smi -lms` in the background; mean utilization.gpu per GPU over the window it ran."""
+
+    def __init__(self, period_ms: int = 100) -> None:
+        self.samples: dict[int, list[float]] = {}
+        self.proc: subprocess.Popen | None = None
+        self.period_ms = period_ms
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> UtilizationSampler:
+        try:
+            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=index,utilization.gpu",
+                                          "--format=csv,noheader,nounits", f"-lms={self.period_ms}"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            return self
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        return self
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                index, util = (float(x) for x in line.split(","))
+            except ValueError:
+                continue
+            self.samples.setdefault(int(index), []).append(util)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+
+    def mean(self, gpus: int) -> float | None:
+        used = [statistics.fmean(v) / 100 for i, v in sorted(self.samples.items())[:gpus] if v]
+        return statistics.fmean(used) if used else None
+
+
+def sweep_candidates(source: str, arch: str, n: int, seed: int) -> list[Candidate]:
+    """n + 8 distinct legal configurations of the template (the 8 extra warm the actors up)."""
+    base = Candidate.from_source(source)
+    configs = legal_configs(base.space, arch, source=source)
+    random.Random(seed).shuffle(configs)
+    return [Candidate.from_source(source, params=dict(c)) for c in configs[: n + 8]]
+
+
+def run_sweep(task: Task, candidates: list[Candidate], *, gpus: int, backend: str, arch: str,
+              timeout_s: float) -> dict[str, Any]:
+    cache = tempfile.mkdtemp(prefix=f"triton-cache-{gpus}gpu-")
+    kwargs = {"backend": backend, "arch": arch, "options": ChainOptions(trials=3).to_dict(),
+              "timeout_s": timeout_s, "knowledge": False, "child_env": {"TRITON_CACHE_DIR": cache}}
+    pool = EvalPool(size=gpus, evaluator_kwargs=kwargs, num_gpus=1.0 if backend == "cuda" else 0.0,
+                    timeout_s=timeout_s)
+    try:
+        warm, sweep = candidates[-gpus:], candidates[: len(candidates) - 8]
+        for i, cand in enumerate(warm):  # one per actor: start-up is not the steady state
+            pool.submit(("warm", i), task, cand)
+        while pool.in_flight():
+            pool.poll(0.5)
+        statuses: dict[str, int] = {}
+        compile_s = 0.0
+        pending = list(enumerate(sweep))
+        with UtilizationSampler() as util:
+            t0 = time.perf_counter()
+            while pending or pool.in_flight():
+                while pending and pool.free():
+                    i, cand = pending.pop(0)
+                    pool.submit(i, task, cand)
+                for _key, _cand, result, _tag in pool.poll(0.2):
+                    statuses[str(result.status)] = statuses.get(str(result.status), 0) + 1
+                    compile_s += result.compile_s or 0.0
+            wall = time.perf_counter() - t0
+        return {"gpus": gpus, "evaluations": len(sweep), "wall_s": wall,
+                "evals_per_min": 60 * len(sweep) / wall, "gpu_busy": util.mean(gpus),
+                "compile_share": compile_s / (wall * gpus), "statuses": statuses}
+    finally:
+        pool.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", default="L1/1")
+    parser.add_argument("--set", action="append", default=[], help="K=V task constant")
+    parser.add_argument("--evals", type=int, default=24, help="configurations in the sweep")
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--backend", default="cuda", choices=["cuda", "interpreter"])
+    parser.add_argument("--timeout", type=float, default=180.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+
+    overrides = {k: v for item in args.set for k, v in parse_assignments(item, flag="--set").items()}
+    task = Task.load(args.task, overrides=overrides)
+    template = find_template_for(task)
+    arch = "nvidia-sm90"  # the interpreter checks candidates against the same rules
+    candidates = sweep_candidates(template.read_text(), arch, args.evals, args.seed)
+    if args.backend == "interpreter":
+        os.environ["TRITON_INTERPRET"] = "1"
+    init_ray(num_cpus=max(args.gpus) + 2)
+    runs = []
+    for gpus in args.gpus:
+        run = run_sweep(task, candidates, gpus=gpus, backend=args.backend, arch=arch, timeout_s=args.timeout)
+        runs.append(run)
+        print(json.dumps(run), flush=True)
+    if len(runs) > 1:
+        print(json.dumps({"scaling": runs[-1]["evals_per_min"] / runs[0]["evals_per_min"]}))
+    import torch
+    import triton
+
+    meta = {"script": "experiments/benchmarks/throughput.py", "task": task.name, "template": template.name,
+            "shapes": overrides, "backend": args.backend, "date": datetime.date.today().isoformat(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+            "gpu_count": torch.cuda.device_count(), "cpus": os.cpu_count(), "torch": torch.__version__,
+            "triton": triton.__version__}
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"meta": meta, "runs": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
