@@ -1,0 +1,99 @@
+"""Dense bf16 matmul C = A @ B: grouped tiles on the tensor cores, fp32 accumulation, bf16 output.
+
+Seed for experiments/tasks/matmul_bf16_4096.py, the H200 suite's bf16 GEMM row, whose bar is 95% of cuBLAS
+(torch.matmul). Unlike the fp32 task (matmul.py) no operand split is needed: bf16 tiles go to tl.dot as they
+are, at default precision, and the accumulator is fp32 as cuBLAS's is, so the result matches torch.matmul to
+bf16 rounding.
+matmul_grouped.py's kernel (this one less EVEN_K) over this SPACE at 4096^3 on an H200
+(shared/landscapes/matmul_bf16_4096.json, Triton 3.6, cuBLAS 0.177 ms): 128 x 256 x 64, 8 warps, 3 stages (the default) 0.187 ms = 94.7% of cuBLAS; the best of
+432 configs, 128 x 256 x 32 with 5 stages, 95.2%; 96 configs exceed shared memory. So the tile search alone
+only reaches the bar's edge; the rest has to come from structure (a persistent grid, TMA descriptors).
+Edge tiles are handled with masks (never wrapped indices plus contiguity hints, a lie on odd sizes); EVEN_K
+drops the K mask when K % BLOCK_K == 0. Grouped launch order (GROUP_M) keeps B panels L2-resident. Offsets
+are int64: M * K elements overflow int32 past 46341^2.
+The Triton interpreter (3.6) multiplies bf16 tiles as raw 16-bit integers, so under TRITON_INTERPRET the
+tiles are widened to fp32 before tl.dot (WIDEN): the same products (bf16 x bf16 is exact in fp32).
+It also truncates the fp32 -> bf16 store where the GPU rounds to nearest: up to 1 bf16 ulp from
+torch.matmul under the interpreter (0.25 at |c| ~ 40), inside the chain's bf16 tolerance.
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+SPACE = {
+    "BLOCK_M": [64, 128, 256],
+    "BLOCK_N": [64, 128, 256],
+    "BLOCK_K": [32, 64, 128],
+    "GROUP_M": [1, 8],
+    "num_warps": [4, 8],
+    "num_stages": [2, 3, 4, 5],
+}
+PARAMS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                  stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, WIDEN: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * num_pid_n
+    group_id = pid // width
+    first_m = group_id * GROUP_M
+    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % group_m
+    pid_n = (pid % width) // group_m
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    m_mask = offs_m < M
+    n_mask = offs_n < N
+    a_ptrs = a_ptr + offs_m.to(tl.int64)[:, None] * stride_am + offs_k.to(tl.int64)[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k.to(tl.int64)[:, None] * stride_bk + offs_n.to(tl.int64)[None, :] * stride_bn
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs, mask=m_mask[:, None], other=0.0)
+            b = tl.load(b_ptrs, mask=n_mask[None, :], other=0.0)
+        else:
+            k_mask = offs_k < K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
+        if WIDEN:
+            a, b = a.to(tl.float32), b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    m, k = a.shape
+    n = b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    grid = (triton.cdiv(m, PARAMS["BLOCK_M"]) * triton.cdiv(n, PARAMS["BLOCK_N"]),)
+    # Tile sizes passed straight from PARAMS: the knowledge base's static checks (shared-memory budget) read
+    # them at the launch and cannot follow a tuple-unpacked local.
+    matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                        c.stride(1), BLOCK_M=PARAMS["BLOCK_M"], BLOCK_N=PARAMS["BLOCK_N"],
+                        BLOCK_K=PARAMS["BLOCK_K"], GROUP_M=PARAMS["GROUP_M"], EVEN_K=k % PARAMS["BLOCK_K"] == 0,
+                        WIDEN=INTERPRETED and a.dtype == torch.bfloat16,
+                        num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
+    return c
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return matmul(A, B)
