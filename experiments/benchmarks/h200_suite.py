@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 SUITE = ["L1/23", "L1/40", "L1/36", "L1/33", "L1/88", "L1/95", "L1/89", "L1/9", "L1/1",
-         "L2/12", "L2/14", "L2/76"]
+         "L2/12", "L2/14", "L2/76", "experiments/tasks/matmul_bf16_4096.py"]
 
 
 def _driver() -> str:
