@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+# Where the evaluation processes of one machine meet to take turns on a device (a fixed path: each sandboxed
+# process has a TMPDIR of its own).
+DEVICE_LOCK_DIR = "/tmp/evoforge-device-locks"
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,11 @@ class Backend(Protocol):
 
     name: str
 
+    lock_key: str | None
+    """The physical device's identity, the same in every process that uses it. Evaluations sharing a device
+    take turns for their measuring phase (correctness and timing) while the others load and compile; None: no
+    turns (the interpreter, whose times are not representative anyway)."""
+
     def available(self) -> tuple[bool, str]: ...
 
     @property
@@ -55,6 +67,29 @@ class Backend(Protocol):
     def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 1000.0) -> dict[str, Timing]:
         """Time several functions in one process, interleaved, so drift hits all of them alike."""
         ...
+
+
+@contextlib.contextmanager
+def device_turn(key: str | None, lock_dir: str = DEVICE_LOCK_DIR) -> Iterator[dict[str, float]]:
+    """Hold the device's turn: an exclusive ``flock`` on ``lock_dir/<key>.lock``, waiting for it if needed.
+
+    Yields ``{"wait_s", "start"}`` (seconds waited; wall-clock time the turn began). The kernel drops the lock
+    when the holder exits or dies, so a killed evaluation never blocks the device. ``key=None`` is a no-op.
+    """
+    info = {"wait_s": 0.0, "start": time.time()}
+    if key is None:
+        yield info
+        return
+    os.makedirs(lock_dir, mode=0o777, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    fd = os.open(os.path.join(lock_dir, f"{safe}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        t0 = time.perf_counter()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        info.update(wait_s=time.perf_counter() - t0, start=time.time())
+        yield info
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def host_time_interleaved(fns: dict[str, Callable[[], Any]], *, sync: Callable[[], None], flush: Callable[[], None],

@@ -25,6 +25,13 @@ class CudaBackend:
         self._arch = arch
         self._flush_buffer = None
 
+    @property
+    def lock_key(self) -> str:
+        """The GPU's UUID: the same whatever CUDA_VISIBLE_DEVICES numbering a process sees."""
+        import torch
+
+        return f"cuda-{torch.cuda.get_device_properties(self.device_index).uuid}"
+
     def available(self) -> tuple[bool, str]:
         import torch
 

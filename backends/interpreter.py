@@ -14,9 +14,11 @@ from evoforge.backends.base import Timing, host_time_interleaved, register
 class InterpreterBackend:
     name = "interpreter"
 
-    def __init__(self, *, arch: str | None = None, **_: Any) -> None:
+    def __init__(self, *, arch: str | None = None, lock_key: str | None = None, **_: Any) -> None:
         # The interpreter runs anywhere; the rules it is held to are those of the GPU it stands in for.
         self._arch = arch or "nvidia-sm90"
+        # No turns by default (its times mean nothing); a key makes its evaluations take turns like a GPU's.
+        self.lock_key = lock_key
 
     def available(self) -> tuple[bool, str]:
         return True, "runs Triton kernels on the CPU with TRITON_INTERPRET=1"

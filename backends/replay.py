@@ -156,6 +156,7 @@ class ReplayBackend:
                  **_: Any) -> None:
         self._landscape = Landscape.load(landscape) if isinstance(landscape, str | Path) else landscape
         self._arch = arch
+        self.lock_key = None  # nothing runs
 
     @property
     def landscape(self) -> Landscape:

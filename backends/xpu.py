@@ -16,6 +16,7 @@ understands, and into nothing at all on other devices, so one candidate source r
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -168,6 +169,15 @@ class XpuBackend:
         self.device_index = device_index
         self._arch = arch
         self._flush_buffer = None
+
+    @property
+    def lock_key(self) -> str:
+        """The GPU's identity across processes: its UUID where torch reports one, else the visible index."""
+        import torch
+
+        uuid = getattr(torch.xpu.get_device_properties(self.device_index), "uuid", None)
+        mask = os.environ.get("ZE_AFFINITY_MASK", "")
+        return f"xpu-{uuid}" if uuid else f"xpu-{mask}-{self.device_index}"
 
     def available(self) -> tuple[bool, str]:
         import torch

@@ -502,7 +502,9 @@ class Ablation:
         first = self.spec.config_for(self.spec.variants[0], self.spec.seeds[0], self.out_dir)
         workers = max([self.spec.config_for(v, self.spec.seeds[0], self.out_dir).workers
                        for v in self.spec.variants] + [2])
-        init_ray(first.ray_address, num_cpus=None if first.ray_address else workers)
+        # On a GPU the pool's size follows the devices (evaluators_per_device each): let Ray count the CPUs.
+        local_cpus = workers if first.backend == "interpreter" else None
+        init_ray(first.ray_address, num_cpus=None if first.ray_address else local_cpus)
         return True
 
     def write_summary(self, plan: list[tuple[Variant, int, Path]]) -> pd.DataFrame:

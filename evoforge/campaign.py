@@ -196,7 +196,8 @@ class Campaign:
                       or self.mutators[op].applicable(seed, None)]
             self.tasks[task.name] = TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed)
             self.store.study(task.name)
-        num_gpus = 1.0 if backend.name in ("cuda", "xpu") else 0.0
+        # Several actors per GPU: they take turns to measure (device_turn), so one compiles while another runs.
+        num_gpus = 1.0 / cfg.evaluators_per_device if backend.name in ("cuda", "xpu") else 0.0
         workers = cfg.workers or self._default_workers(backend)
         init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2))
         evaluator_kwargs = {"backend": backend.name, "arch": cfg.arch, "options": options.to_dict(),
@@ -209,11 +210,11 @@ class Campaign:
         if backend.name == "cuda":
             import torch
 
-            return max(1, torch.cuda.device_count())
+            return max(1, torch.cuda.device_count()) * self.config.evaluators_per_device
         if backend.name == "xpu":
             import torch
 
-            return max(1, torch.xpu.device_count())
+            return max(1, torch.xpu.device_count()) * self.config.evaluators_per_device
         return 2
 
     # ---------------------------------------------------------------- resume

@@ -150,7 +150,8 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--strategy", help="search strategy (default: default)")
     p.add_argument("--operators", help="comma-separated operators: params, rule, llm, llm-repair, ...")
     p.add_argument("--seed", type=int, help="random seed of the campaign")
-    p.add_argument("--workers", type=int, help="evaluation actors (default: one per GPU, 2 on the interpreter)")
+    p.add_argument("--workers", type=int, help="evaluation actors (default: evaluators_per_device per GPU, "
+                   "2 on the interpreter)")
     p.add_argument("--timeout", type=float, help="seconds before one evaluation is killed")
     p.add_argument("--trials", type=int, help="correctness trials per candidate")
     p.add_argument("--no-kb", action="store_true", help="turn the knowledge base off (ablation)")

@@ -61,7 +61,8 @@ class CampaignConfig:
     backend: str = "auto"
     arch: str = ""  # knowledge-base arch; empty: the device's
     seed: int = 0
-    workers: int = 0  # evaluation actors; 0: one per GPU, or 2 on the interpreter
+    workers: int = 0  # evaluation actors; 0: evaluators_per_device per GPU, or 2 on the interpreter
+    evaluators_per_device: int = 2  # actors sharing a GPU: one measures while the others load and compile
     budget_evals: int = 50  # per task
     budget_minutes: float = 0.0  # whole campaign; 0: no limit
     strategy: str = "default"
@@ -203,6 +204,9 @@ def validate_config(config: CampaignConfig, source: str) -> None:
         raise UsageError(f"{source}: timeout_s must be positive")
     if config.workers < 0:
         raise UsageError(f"{source}: workers must be >= 0 (0: automatic)")
+    if config.evaluators_per_device < 1:
+        raise UsageError(f"{source}: evaluators_per_device must be at least 1 (1: a GPU evaluates one candidate "
+                         "at a time)")
     if not config.name or "/" in config.name:
         raise UsageError(f"{source}: name must be non-empty and contain no '/' (studies are named <name>/<task>)")
 

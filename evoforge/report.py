@@ -451,7 +451,7 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None) -> 
 
     body.append("<h2>Outcomes</h2>")
     long = pd.concat([df.assign(task=t)[["task", "status"]] for t, df in run.trials.items() if not df.empty]
-                     or [pd.DataFrame(columns=["task", "status"])])
+                     or [pd.DataFrame(columns=["task", "status"])], ignore_index=True)
     counts = pd.crosstab(long["task"], long["status"]) if not long.empty else pd.DataFrame()
     if not counts.empty:
         order = [s for s in STATUS_COLOURS if s in counts.columns] + [s for s in counts.columns

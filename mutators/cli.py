@@ -32,6 +32,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     from evoforge.mutators.base import MutationContext
     from evoforge.mutators.llm_client import LLMClient
     from evoforge.mutators.llm_ops import LLMCrossover, LLMOptimize, LLMRepair, LLMStageRewrite, preview
+
     from evoforge.task import Task
 
     task = Task.load(args.task)

@@ -1,18 +1,22 @@
-"""Evaluation throughput of the Ray pool: evaluations per minute and how busy the GPUs are, on 1 and 2 GPUs.
+"""Evaluation throughput of the Ray pool: evaluations per minute and how busy the GPUs are.
 
-A parameter sweep of the fp32 matmul template (level1/1, 4096^3 by default) goes through `EvalPool` exactly as
-a campaign sends it: one actor per GPU, each with its sandboxed evaluation process, every candidate through the
-whole chain (static checks, compile, three correctness trials, interleaved timing). The same configurations
-are swept with 1 GPU and with N GPUs, each with a cold Triton cache of its own, so neither run profits from the
-other's compiles. Before the timed window every actor evaluates one configuration outside the sweep (its
-process start, CUDA context and imports are a campaign's start-up, not its steady state).
+A parameter sweep of the bf16 matmul template (experiments/tasks/matmul_bf16_4096.py, 4096^3; its legal space
+excludes every configuration that exceeds shared memory on sm90) goes through `EvalPool` exactly as a campaign
+sends it: actors with their sandboxed evaluation processes, every candidate through the whole chain (static
+checks, compile, three correctness trials, interleaved timing). Modes are GPUSxPER: GPUS devices with PER
+actors each; actors sharing a device take turns to measure (backends.base.device_turn), so one compiles while
+another runs. The same configurations are swept in every mode, each with a cold Triton cache of its own, so no
+mode profits from another's compiles. Before the timed window every actor evaluates one configuration outside
+the sweep (process start, CUDA context and imports are a campaign's start-up, not its steady state).
 
-GPU busy fraction: `nvidia-smi`'s utilization.gpu (share of each sample period in which a kernel ran),
-sampled every 100 ms over the timed window and averaged over the GPUs in use. Compile share: the chain's own
-`compile_s` (load + first-call JIT) summed over the sweep, over the actors' wall time.
+GPU busy: `nvidia-smi`'s utilization.gpu (share of each sample period in which a kernel ran), sampled every
+100 ms over the timed window, averaged over the GPUs in use. Compile share: the chain's `compile_s` (load +
+first-call JIT) summed over the sweep, over actor-seconds. Timing agreement: per configuration, the candidate's
+runtime in each mode against the first mode's (median and worst relative difference): turns must keep the
+measurements as clean as one actor per GPU.
 
-  python experiments/benchmarks/throughput.py --gpus 1 2 --evals 24 --out experiments/results/h200/throughput.json
-  python experiments/benchmarks/throughput.py --backend interpreter --set N=64 --evals 4 --gpus 1 2   # CPU smoke
+  python experiments/benchmarks/throughput.py --modes 1x1 1x2 2x1 2x2 --evals 24 --out experiments/results/h200/throughput.json
+  python experiments/benchmarks/throughput.py --backend interpreter --set M=64 --set N=64 --set K=64 --evals 4   # CPU smoke
 """
 
 from __future__ import annotations
@@ -88,20 +92,22 @@ def sweep_candidates(source: str, arch: str, n: int, seed: int) -> list[Candidat
     return [Candidate.from_source(source, params=dict(c)) for c in configs[: n + 8]]
 
 
-def run_sweep(task: Task, candidates: list[Candidate], *, gpus: int, backend: str, arch: str,
+def run_sweep(task: Task, candidates: list[Candidate], *, gpus: int, per_device: int, backend: str, arch: str,
               timeout_s: float) -> dict[str, Any]:
-    cache = tempfile.mkdtemp(prefix=f"triton-cache-{gpus}gpu-")
+    cache = tempfile.mkdtemp(prefix=f"triton-cache-{gpus}x{per_device}-")
     kwargs = {"backend": backend, "arch": arch, "options": ChainOptions(trials=3).to_dict(),
               "timeout_s": timeout_s, "knowledge": False, "child_env": {"TRITON_CACHE_DIR": cache}}
-    pool = EvalPool(size=gpus, evaluator_kwargs=kwargs, num_gpus=1.0 if backend == "cuda" else 0.0,
+    size = gpus * per_device
+    pool = EvalPool(size=size, evaluator_kwargs=kwargs, num_gpus=1.0 / per_device if backend == "cuda" else 0.0,
                     timeout_s=timeout_s)
     try:
-        warm, sweep = candidates[-gpus:], candidates[: len(candidates) - 8]
+        warm, sweep = candidates[-size:], candidates[: len(candidates) - 8]
         for i, cand in enumerate(warm):  # one per actor: start-up is not the steady state
             pool.submit(("warm", i), task, cand)
         while pool.in_flight():
             pool.poll(0.5)
         statuses: dict[str, int] = {}
+        runtimes: dict[int, float] = {}
         compile_s = 0.0
         pending = list(enumerate(sweep))
         with UtilizationSampler() as util:
@@ -110,23 +116,26 @@ def run_sweep(task: Task, candidates: list[Candidate], *, gpus: int, backend: st
                 while pending and pool.free():
                     i, cand = pending.pop(0)
                     pool.submit(i, task, cand)
-                for _key, _cand, result, _tag in pool.poll(0.2):
+                for key, _cand, result, _tag in pool.poll(0.2):
                     statuses[str(result.status)] = statuses.get(str(result.status), 0) + 1
                     compile_s += result.compile_s or 0.0
+                    if result.ok:
+                        runtimes[key] = result.runtime_ms
             wall = time.perf_counter() - t0
-        return {"gpus": gpus, "evaluations": len(sweep), "wall_s": wall,
-                "evals_per_min": 60 * len(sweep) / wall, "gpu_busy": util.mean(gpus),
-                "compile_share": compile_s / (wall * gpus), "statuses": statuses}
+        return {"mode": f"{gpus}x{per_device}", "gpus": gpus, "per_device": per_device, "evaluations": len(sweep),
+                "wall_s": wall, "evals_per_min": 60 * len(sweep) / wall, "gpu_busy": util.mean(gpus),
+                "compile_share": compile_s / (wall * size), "statuses": statuses, "runtime_ms": runtimes}
     finally:
         pool.shutdown()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="L1/1")
+    parser.add_argument("--task", default="experiments/tasks/matmul_bf16_4096.py")
     parser.add_argument("--set", action="append", default=[], help="K=V task constant")
     parser.add_argument("--evals", type=int, default=24, help="configurations in the sweep")
-    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--modes", nargs="+", default=["1x1", "1x2", "2x1", "2x2"],
+                        help="GPUSxPER: GPUs used and actors per GPU")
     parser.add_argument("--backend", default="cuda", choices=["cuda", "interpreter"])
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -140,14 +149,24 @@ def main() -> None:
     candidates = sweep_candidates(template.read_text(), arch, args.evals, args.seed)
     if args.backend == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
-    init_ray(num_cpus=max(args.gpus) + 2)
+    modes = [tuple(int(x) for x in m.split("x")) for m in args.modes]
+    init_ray(num_cpus=max(g * p for g, p in modes) + 2)
     runs = []
-    for gpus in args.gpus:
-        run = run_sweep(task, candidates, gpus=gpus, backend=args.backend, arch=arch, timeout_s=args.timeout)
+    for gpus, per_device in modes:
+        run = run_sweep(task, candidates, gpus=gpus, per_device=per_device, backend=args.backend, arch=arch,
+                        timeout_s=args.timeout)
+        base = runs[0]["runtime_ms"] if runs else run["runtime_ms"]
+        diffs = sorted(abs(ms / base[k] - 1) for k, ms in run["runtime_ms"].items() if k in base)
+        run.update(vs_first_mode=run["evals_per_min"] / (runs[0] if runs else run)["evals_per_min"],
+                   timing_diff_median=statistics.median(diffs) if diffs else None,
+                   timing_diff_max=diffs[-1] if diffs else None)
         runs.append(run)
-        print(json.dumps(run), flush=True)
-    if len(runs) > 1:
-        print(json.dumps({"scaling": runs[-1]["evals_per_min"] / runs[0]["evals_per_min"]}))
+        print(json.dumps({k: v for k, v in run.items() if k != "runtime_ms"}), flush=True)
+        if args.out:  # a run cut by its time limit keeps the modes it finished
+            _save(args.out, task, template, overrides, args, runs)
+
+
+def _save(out: str, task: Task, template: Path, overrides: dict, args: argparse.Namespace, runs: list) -> None:
     import torch
     import triton
 
@@ -156,9 +175,8 @@ def main() -> None:
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
             "gpu_count": torch.cuda.device_count(), "cpus": os.cpu_count(), "torch": torch.__version__,
             "triton": triton.__version__}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"meta": meta, "runs": runs}, indent=2))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({"meta": meta, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ matmul_grouped.py's kernel (this one less EVEN_K) over this SPACE at 4096^3 on a
 432 configs, 128 x 256 x 32 with 5 stages, 95.2%; 96 configs exceed shared memory. So the tile search alone
 only reaches the bar's edge; the rest has to come from structure (a persistent grid, TMA descriptors).
 Edge tiles are handled with masks (never wrapped indices plus contiguity hints, a lie on odd sizes); EVEN_K
-drops the K mask when K % BLOCK_K == 0. Grouped launch order (GROUP_M) keeps B panels L2-resident. Offsets
-are int64: M * K elements overflow int32 past 46341^2.
+drops the K mask when K % BLOCK_K == 0 and EVEN_MN the M and N masks when the tiles divide M and N, so a
+4096^3 problem loads unmasked. Grouped launch order (GROUP_M) keeps B panels L2-resident. Offsets are int32
+unless an operand has 2^31 elements or more (INT64). With M/N masks and int64 offsets throughout, this
+kernel measured 0.212 ms at 4096^3 (84% of cuBLAS; H200, Triton 3.6, 2026-11-30).
 The Triton interpreter (3.6) multiplies bf16 tiles as raw 16-bit integers, so under TRITON_INTERPRET the
 tiles are widened to fp32 before tl.dot (WIDEN): the same products (bf16 x bf16 is exact in fp32).
 It also truncates the fp32 -> bf16 store where the GPU rounds to nearest: up to 1 bf16 ulp from
@@ -40,7 +42,8 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
                   stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, WIDEN: tl.constexpr):
+                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, EVEN_MN: tl.constexpr, INT64: tl.constexpr,
+                  WIDEN: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -56,11 +59,18 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
     offs_k = tl.arange(0, BLOCK_K)
     m_mask = offs_m < M
     n_mask = offs_n < N
-    a_ptrs = a_ptr + offs_m.to(tl.int64)[:, None] * stride_am + offs_k.to(tl.int64)[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k.to(tl.int64)[:, None] * stride_bk + offs_n.to(tl.int64)[None, :] * stride_bn
+    if INT64:
+        rm, rn, rk = offs_m.to(tl.int64), offs_n.to(tl.int64), offs_k.to(tl.int64)
+    else:
+        rm, rn, rk = offs_m, offs_n, offs_k
+    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
+        if EVEN_K and EVEN_MN:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        elif EVEN_K:
             a = tl.load(a_ptrs, mask=m_mask[:, None], other=0.0)
             b = tl.load(b_ptrs, mask=n_mask[None, :], other=0.0)
         else:
@@ -72,8 +82,11 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
+    c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
+    if EVEN_MN:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))
+    else:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -86,6 +99,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
                         c.stride(1), BLOCK_M=PARAMS["BLOCK_M"], BLOCK_N=PARAMS["BLOCK_N"],
                         BLOCK_K=PARAMS["BLOCK_K"], GROUP_M=PARAMS["GROUP_M"], EVEN_K=k % PARAMS["BLOCK_K"] == 0,
+                        EVEN_MN=m % PARAMS["BLOCK_M"] == 0 and n % PARAMS["BLOCK_N"] == 0,
+                        INT64=max(m * k, k * n, m * n) >= 2**31,
                         WIDEN=INTERPRETED and a.dtype == torch.bfloat16,
                         num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
     return c

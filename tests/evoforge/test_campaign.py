@@ -6,9 +6,9 @@ import json
 
 import optuna
 import pytest
+from evoforge.search.cache import ResultCache
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
-from evoforge.search.cache import ResultCache
 from tests.conftest import FIXTURES, run_cli
 
 BUDGET = 6

@@ -89,3 +89,34 @@ def test_pool_timeout_kills_an_unresponsive_actor_and_replaces_it(relu_small, lo
         assert after.status is EvalStatus.OK, after.message
     finally:
         pool.shutdown()
+
+
+def test_evaluators_sharing_a_device_take_turns_to_measure(relu_small, local_ray):
+    """Two actors on one device: neither measures while another process holds the device, nor both at once."""
+    import uuid
+
+    from evoforge.backends.base import device_turn
+
+    key = f"test-{uuid.uuid4().hex}"
+    kwargs = _pool_kwargs()
+    kwargs["options"].update(timing=True, timing_budget_ms=100.0)
+    kwargs["backend_options"] = {"lock_key": key}
+    pool = EvalPool(size=2, evaluator_kwargs=kwargs, timeout_s=60, grace_s=60)
+    try:
+        with device_turn(key):  # this test process holds the device
+            for i in range(2):
+                pool.submit(i, relu_small, good())
+            held_until = time.monotonic() + 8.0
+            while time.monotonic() < held_until:
+                assert pool.poll(timeout_s=0.5) == [], "an evaluation finished while the device was held"
+            released = time.time()
+        results = _wait_results(pool, n=2)
+    finally:
+        pool.shutdown()
+    windows = []
+    for _key, _cand, result, _worker in results:
+        assert result.status is EvalStatus.OK, result.message
+        windows.append(result.details["turn"])
+    windows.sort()
+    assert windows[0][0] >= released
+    assert windows[1][0] >= windows[0][1], f"measuring windows overlap: {windows}"
