@@ -28,7 +28,7 @@ from evoforge.campaign import find_template_for
 from evoforge.core import Candidate
 from evoforge.task import Task, exec_module_file, load_task_module
 
-TASKS = ["L1/19", "L1/88", "L1/23", "L1/40"]
+TASKS = ["L1/19", "L1/88", "L1/23", "L1/40", "L1/1", "experiments/tasks/matmul_bf16_4096.py"]
 
 
 def independent_speedup(task: Task, candidate: Candidate) -> dict[str, float]:
@@ -130,7 +130,7 @@ def _driver() -> str:
         import subprocess
 
         return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20).stdout.strip()
+                              capture_output=True, text=True, timeout=20).stdout.strip().split("\n")[0]  # one line per GPU
     except Exception:
         return os.environ.get("NVIDIA_DRIVER_VERSION", "")
 
