@@ -11,7 +11,7 @@ import copy
 import platform
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,10 +200,12 @@ class _Loaded:
 class VerificationChain:
     """One candidate through every check; ``run`` never raises for anything the candidate does."""
 
-    def __init__(self, backend: Backend, options: ChainOptions, workdir: Path) -> None:
+    def __init__(self, backend: Backend, options: ChainOptions, workdir: Path,
+                 notify: Callable[[str], None] | None = None) -> None:
         self.backend = backend
         self.options = options
         self.workdir = workdir
+        self.notify = notify or (lambda event: None)  # progress for the caller's clock: "turn-wait", "turn"
 
     def run(self, task: Task, candidate: Candidate) -> EvalResult:
         started = time.perf_counter()
@@ -223,6 +225,19 @@ class VerificationChain:
         d.update({k: v for k, v in base.items() if not d.get(k)})
         d["eval_s"] = time.perf_counter() - started
         return EvalResult.from_dict(d)
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[dict[str, float]]:
+        """The device's turn, telling the caller when the wait starts and ends (it stops the timeout's clock)."""
+        key = getattr(self.backend, "lock_key", None)
+        if key is None:
+            with device_turn(None) as info:
+                yield info
+            return
+        self.notify("turn-wait")
+        with device_turn(key) as info:
+            self.notify("turn")
+            yield info
 
     def _load_candidate(self, candidate: Candidate, source_file: str) -> Any:
         Path(source_file).write_text(candidate.source)
@@ -289,7 +304,7 @@ class VerificationChain:
                         compile_s = time.perf_counter() - t0
                         # Loaded and compiled: the rest measures, so it waits for the device's turn while
                         # other evaluations of this device compile (or wait) meanwhile.
-                        turn = stack.enter_context(device_turn(getattr(self.backend, "lock_key", None)))
+                        turn = stack.enter_context(self._turn())
                     where = f"shape {shape}" if shape else "the main shape"
                     cmp = compare_outputs(got, expected, reference64=lambda ld=loaded, i=inputs: ld.reference64(i),
                                           tolerances={getattr(torch, k): v for k, v in opts.tolerances.items()})

@@ -55,6 +55,15 @@ _MAX_LINE_BYTES = 16 << 20  # a result is a few KB; a longer line is a candidate
 _FLOOD = "\0flood"
 
 
+def _event(line: str | None, request_id: str) -> str | None:
+    """The progress event a result-pipe line carries for this request ("turn-wait", "turn"), else None."""
+    if not line or '"event"' not in line:
+        return None
+    message = _parse_line(line)
+    event = message.get("event")
+    return event if message.get("id") == request_id and event in ("turn-wait", "turn") else None
+
+
 def _parse_line(line: str) -> dict[str, Any]:
     try:
         value = json.loads(line)
@@ -77,10 +86,13 @@ class Sandbox:
 
     def __init__(self, *, backend: str, backend_options: dict[str, Any] | None = None, timeout_s: float = 120.0,
                  startup_timeout_s: float = 180.0, memory_limit_bytes: int | None = None,
-                 child_env: dict[str, str] | None = None) -> None:
+                 child_env: dict[str, str] | None = None, turn_wait_s: float | None = None) -> None:
         self.backend = backend
         self.backend_options = dict(backend_options or {})
         self.timeout_s = timeout_s
+        # Waiting for the device's turn (other evaluations of the same GPU measuring) does not count against
+        # timeout_s: a healthy kernel must not time out because its neighbour hung. It has a bound of its own.
+        self.turn_wait_s = turn_wait_s if turn_wait_s is not None else 4 * timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.memory_limit_bytes = memory_limit_bytes
         self.child_env = dict(child_env or {})
@@ -198,10 +210,25 @@ class Sandbox:
         except (BrokenPipeError, OSError):
             pass  # read below sees EOF and reports the crash
         limit = timeout_s or self.timeout_s
-        line = self._read_line(limit)
+        budget, waiting = limit, False
+        while True:
+            segment = time.perf_counter()
+            line = self._read_line(self.turn_wait_s if waiting else max(budget, 1e-3))
+            event = _event(line, request_id)
+            if event == "turn-wait":  # the clock stops while the device is someone else's
+                budget -= time.perf_counter() - segment
+                waiting = True
+            elif event == "turn":
+                waiting = False
+            else:
+                break
         elapsed = time.perf_counter() - started
         if line is None:
             self._kill()
+            if waiting:
+                return EvalResult.failure(EvalStatus.TIMEOUT, f"waited {self.turn_wait_s:g} s for the device's turn "
+                                          "(other evaluations of this GPU held it); the evaluation process was "
+                                          "killed", eval_s=elapsed, backend=self.backend)
             return EvalResult.failure(EvalStatus.TIMEOUT, f"no result after {limit:g} s (a hang, or far too slow); "
                                       "the evaluation process was killed", eval_s=elapsed, backend=self.backend)
         if line == _FLOOD:

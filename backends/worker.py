@@ -84,7 +84,11 @@ def main() -> int:
         key = json.dumps([request["backend"], request.get("backend_options", {})], sort_keys=True)
         if key not in backends:
             backends[key] = get_backend(request["backend"], **request.get("backend_options", {}))
-        chain = VerificationChain(backends[key], ChainOptions.from_dict(request.get("options", {})), workdir)
+        def notify(event: str, request_id: object = request.get("id")) -> None:
+            protocol.write(json.dumps({"id": request_id, "event": event}) + "\n")
+
+        chain = VerificationChain(backends[key], ChainOptions.from_dict(request.get("options", {})), workdir,
+                                  notify=notify)
         result = chain.run(Task.from_dict(request["task"]), Candidate.from_dict(request["candidate"]))
         answer = {"id": request.get("id"), "result": json_safe(result.to_dict())}
         protocol.write(json.dumps(answer) + "\n")

@@ -85,6 +85,8 @@ class EvalPool:
         self.num_gpus = num_gpus
         self.timeout_s = timeout_s
         self.grace_s = grace_s  # startup of a fresh evaluation process (imports) on top of the timeout
+        if 0 < num_gpus < 1:  # actors share a GPU: an evaluation may also wait its turn (the sandbox's bound)
+            self.grace_s += 4 * timeout_s
         self.slots = [_Slot(actor=self._new_actor(), tag=f"worker-{i}") for i in range(size)]
 
     def _new_actor(self) -> Any:

@@ -120,3 +120,52 @@ def test_evaluators_sharing_a_device_take_turns_to_measure(relu_small, local_ray
     windows.sort()
     assert windows[0][0] >= released
     assert windows[1][0] >= windows[0][1], f"measuring windows overlap: {windows}"
+
+
+def _turn_sandbox(key: str, **limits: float):
+    from evoforge.backends.sandbox import Sandbox
+
+    kwargs = evaluator_kwargs()
+    return Sandbox(backend="interpreter", backend_options={"arch": kwargs["arch"], "lock_key": key},
+                   child_env=kwargs["child_env"], **limits)
+
+
+def test_waiting_for_the_device_does_not_count_against_the_timeout(relu_small):
+    """A healthy kernel whose device is held past its timeout still gets its result, not ``timeout``."""
+    import threading
+    import uuid
+
+    from evoforge.backends.base import device_turn
+
+    key = f"test-{uuid.uuid4().hex}"
+    with _turn_sandbox(key, timeout_s=4.0) as sandbox:
+        sandbox._start()  # process start-up has a limit of its own
+        release = threading.Event()
+
+        def hold() -> None:
+            with device_turn(key):
+                release.wait(8.0)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        result = sandbox.evaluate(relu_small, good(), {"trials": 1, "timing": False})
+        holder.join()
+    assert result.status is EvalStatus.OK, result.message
+    assert time.monotonic() - started > 6.0  # it did wait for the device, past its 4 s timeout
+    assert result.details["turn_wait_s"] > 4.0
+
+
+def test_a_device_held_past_the_turn_limit_is_a_timeout_that_says_so(relu_small):
+    import uuid
+
+    from evoforge.backends.base import device_turn
+
+    key = f"test-{uuid.uuid4().hex}"
+    with _turn_sandbox(key, timeout_s=30.0, turn_wait_s=3.0) as sandbox:
+        sandbox._start()
+        with device_turn(key):
+            result = sandbox.evaluate(relu_small, good(), {"trials": 1, "timing": False})
+    assert result.status is EvalStatus.TIMEOUT
+    assert "waited 3 s for the device's turn" in result.message
