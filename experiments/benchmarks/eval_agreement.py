@@ -48,7 +48,26 @@ def independent_speedup(task: Task, candidate: Candidate) -> dict[str, float]:
     with torch.no_grad():
         ref_ms = triton.testing.do_bench(lambda: ref(*a), warmup=100, rep=500, return_mode="median")
         new_ms = triton.testing.do_bench(lambda: new(*b), warmup=100, rep=500, return_mode="median")
-    return {"ref_ms": ref_ms, "runtime_ms": new_ms, "speedup": ref_ms / new_ms}
+        # The chain's own method on the same objects in this process: where do_bench and the chain disagree,
+        # this says whether the method (interleaving) or the sandboxed process makes the difference.
+        from evoforge.backends.cuda import CudaBackend
+
+        inter = CudaBackend().time_interleaved({"ref": lambda: ref(*a), "candidate": lambda: new(*b)})
+    return {"ref_ms": ref_ms, "runtime_ms": new_ms, "speedup": ref_ms / new_ms,
+            "interleaved_ref_ms": inter["ref"].median_ms, "interleaved_ms": inter["candidate"].median_ms,
+            "interleaved_speedup": inter["ref"].median_ms / inter["candidate"].median_ms, "sm_clock_mhz": _sm_clock()}
+
+
+def _sm_clock() -> str:
+    """The SM clock right after the measurements (GEMMs are clock-bound; copies are not)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,power.draw",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=20).stdout.strip().split("\n")[0]
+    except Exception:
+        return ""
 
 
 def _write(candidate: Candidate) -> Path:
@@ -79,7 +98,9 @@ def main() -> None:
             ind = independent_speedup(task, cand)
             row.update({"do_bench_ms": ind["runtime_ms"], "do_bench_ref_ms": ind["ref_ms"],
                         "do_bench_speedup": ind["speedup"],
-                        "speedup_diff_pct": 100 * (result.speedup / ind["speedup"] - 1)})
+                        "speedup_diff_pct": 100 * (result.speedup / ind["speedup"] - 1),
+                        **{k: ind[k] for k in ("interleaved_ms", "interleaved_ref_ms", "interleaved_speedup",
+                                               "sm_clock_mhz")}})
         rows.append(row)
         print(json.dumps(row), flush=True)
         _save(args.out, rows, {})  # a run cut by its time limit keeps the rows it finished
