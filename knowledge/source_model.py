@@ -83,8 +83,13 @@ def _walk_no_nested(body: list[ast.stmt]) -> list[ast.AST]:
     return out
 
 
-def _local_assignments(body: list[ast.stmt]) -> dict[str, list[ast.expr | None]]:
-    """Name -> every expression assigned to it (None where the value is not a plain expression)."""
+def _local_assignments(body: list[ast.stmt], *, unpack: bool = False) -> dict[str, list[ast.expr | None]]:
+    """Name -> every expression assigned to it (None where the value is not a plain expression).
+
+    ``unpack`` pairs ``a, b = x, y`` element-wise: for a launcher's tile sizes
+    (``bm, bn = PARAMS["BLOCK_M"], PARAMS["BLOCK_N"]``). Inside a kernel it stays off: a branch such as
+    ``if WIDEN: a, b = a.to(tl.float32), b.to(tl.float32)`` would count as the operands' dtype everywhere.
+    """
     found: dict[str, list[ast.expr | None]] = {}
 
     def ambiguous(target: ast.expr) -> None:
@@ -97,6 +102,13 @@ def _local_assignments(body: list[ast.stmt]) -> dict[str, list[ast.expr | None]]
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     found.setdefault(target.id, []).append(node.value)
+                elif (unpack and isinstance(target, ast.Tuple | ast.List)
+                      and isinstance(node.value, ast.Tuple | ast.List)
+                      and len(target.elts) == len(node.value.elts)
+                      and all(isinstance(t, ast.Name) for t in target.elts)):
+                    # bm, bn, bk = PARAMS["BLOCK_M"], PARAMS["BLOCK_N"], PARAMS["BLOCK_K"]: pairwise
+                    for t, value in zip(target.elts, node.value.elts, strict=True):
+                        found.setdefault(t.id, []).append(value)  # type: ignore[union-attr]
                 else:
                     ambiguous(target)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
@@ -517,7 +529,7 @@ class SourceModel:
     # -- binding -------------------------------------------------------------------------------------------------
     def scope_locals(self, scope: str) -> dict[str, list[ast.expr | None]]:
         node = self.python_functions.get(scope)
-        return _local_assignments(node.body) if node is not None else {}
+        return _local_assignments(node.body, unpack=True) if node is not None else {}
 
     def merged_params(self, params: dict[str, Any] | None) -> dict[str, Any]:
         return {**self.params_literal, **(params or {})}
