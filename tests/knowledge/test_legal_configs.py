@@ -83,3 +83,14 @@ def test_intel_legality_reads_grf_mode_and_warps() -> None:
     assert not knowledge.is_legal({"num_warps": 64, "grf_mode": "256"}, "intel-xe2")[0]
     assert not knowledge.is_legal({"num_warps": 4, "warp_size": 8}, "intel-xe-hpc")[0]
     assert not knowledge.is_legal({"num_warps": 128}, "intel-xe2")[0]
+
+
+def test_a_split_precision_gemm_counts_each_distinct_operand_tile() -> None:
+    """hi*hi + hi*lo + lo*hi reads four tiles per K step, each multi-buffered: 128x256x32 at 5 stages fits
+    shared memory as one bf16 operand pair (120 KiB of 227) but not as two (240 KiB)."""
+    src = knowledge.template_source("matmul")  # SPLIT bf16x3 by default; tile sizes unpacked in its launcher
+    config = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "num_stages": 5}
+    ok, violations = knowledge.is_legal({**config, "SPLIT": "bf16x3"}, "nvidia-sm90", source=src)
+    assert not ok and "one per distinct dot operand" in violations[0].message
+    single = knowledge.template_source("matmul_bf16")  # one dot, bf16 operands: the same tile fits
+    assert knowledge.is_legal(config, "nvidia-sm90", source=single)[0]
