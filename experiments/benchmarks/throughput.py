@@ -15,7 +15,7 @@ first-call JIT) summed over the sweep, over actor-seconds. Timing agreement: per
 runtime in each mode against the first mode's (median and worst relative difference): turns must keep the
 measurements as clean as one actor per GPU.
 
-  python experiments/benchmarks/throughput.py --modes 1x1 1x2 2x1 2x2 --evals 24 --out experiments/results/h200/throughput.json
+  python experiments/benchmarks/throughput.py --modes 1x1 1x2 2x1 2x2 --evals 64 --out experiments/results/h200/throughput.json
   python experiments/benchmarks/throughput.py --backend interpreter --set M=64 --set N=64 --set K=64 --evals 4   # CPU smoke
 """
 
