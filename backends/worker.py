@@ -60,6 +60,19 @@ def _watch_parent() -> None:
         os._exit(0)
 
 
+def _release_device_memory() -> None:
+    """Cached device blocks go back to the driver after each evaluation: other evaluators of the same GPU
+    (evaluators_per_device) can then use the memory this one no longer needs."""
+    import torch
+
+    for device in (torch.cuda, getattr(torch, "xpu", None)):
+        try:
+            if device is not None and device.is_available() and device.is_initialized():
+                device.empty_cache()
+        except Exception:  # a broken context is the next request's problem (runtime_error restarts us)
+            pass
+
+
 def main() -> int:
     _die_with_parent()
     _watch_parent()
@@ -90,6 +103,7 @@ def main() -> int:
         chain = VerificationChain(backends[key], ChainOptions.from_dict(request.get("options", {})), workdir,
                                   notify=notify)
         result = chain.run(Task.from_dict(request["task"]), Candidate.from_dict(request["candidate"]))
+        _release_device_memory()
         answer = {"id": request.get("id"), "result": json_safe(result.to_dict())}
         protocol.write(json.dumps(answer) + "\n")
     return 0

@@ -23,7 +23,7 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
     simple = {"out": "out", "budget_evals": "budget_evals", "budget_minutes": "budget_minutes",
               "backend": "backend", "storage": "storage", "ray_address": "ray_address", "strategy": "strategy",
               "arch": "arch", "seed": "seed", "workers": "workers", "name": "name", "timeout": "timeout_s",
-              "trials": "trials"}
+              "trials": "trials", "evaluators_per_device": "evaluators_per_device"}
     for flag, key in simple.items():
         value = getattr(args, flag, None)
         if value is not None:
@@ -129,7 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _any_override(args: argparse.Namespace) -> bool:
     return any(getattr(args, k, None) not in (None, False, []) for k in (
-        "budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout"))
+        "budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout",
+        "evaluators_per_device"))
 
 
 def add_subparser(sub: Any) -> None:
@@ -152,6 +153,8 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="random seed of the campaign")
     p.add_argument("--workers", type=int, help="evaluation actors (default: evaluators_per_device per GPU, "
                    "2 on the interpreter)")
+    p.add_argument("--evaluators-per-device", type=int, metavar="N",
+                   help="evaluation actors per GPU, taking turns to measure (default 2; 1: one at a time)")
     p.add_argument("--timeout", type=float, help="seconds before one evaluation is killed")
     p.add_argument("--trials", type=int, help="correctness trials per candidate")
     p.add_argument("--no-kb", action="store_true", help="turn the knowledge base off (ablation)")

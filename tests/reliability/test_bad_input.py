@@ -70,6 +70,8 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], list[str]]]:
                                                                                        "not a run directory"]),
         "resume with a corrupt config.json": (["run", "--resume", str(corrupt_run)], ["corrupt_run", "run directory"]),
         "budget of zero": ([*RUN, "--seed-kernel", SEED, "--budget-evals", "0", *out], ["budget_evals", "at least 1"]),
+        "no evaluators per GPU": ([*RUN, "--seed-kernel", SEED, "--evaluators-per-device", "0", *out],
+                                  ["evaluators_per_device", "at least 1"]),
     }
 
 
@@ -91,7 +93,7 @@ def outcomes(tmp_path_factory):
 CASE_NAMES = ["task syntax error", "task without get_inputs", "config unknown key", "config wrong type",
               "config not TOML", "config missing", "seed kernel not Python", "seed kernel not text",
               "storage does not connect", "resume of a directory that is no run",
-              "resume with a corrupt config.json", "budget of zero"]
+              "resume with a corrupt config.json", "budget of zero", "no evaluators per GPU"]
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
