@@ -186,9 +186,10 @@ def io_bytes(task) -> tuple[int, int]:
     return size([*inputs, *(out if isinstance(out, tuple) else [out])]), size([*model.parameters(), *model.buffers()])
 
 
-def refloor(csv: Path) -> None:
+def refloor(csv: Path, overrides: dict | None = None) -> None:
     """Recompute every row's floor with today's rules (weights counted, the manifest's floor passes), keeping
-    its measured times: the floor is a formula over the task, not a measurement."""
+    its measured times: the floor is a formula over the task (at the shapes the rows ran with), not a
+    measurement."""
     from evoforge import knowledge
     from evoforge.task import Task
 
@@ -201,7 +202,7 @@ def refloor(csv: Path) -> None:
             spec = f"L{level}/{rest.split('_', 1)[0]}"
         else:
             spec = _task_path(name)
-        task = Task.load(spec)
+        task = Task.load(spec, overrides=overrides)
         passes = _floor_passes(task)
         io, weights = io_bytes(task)
         old_memory = r.get("memory_floor_ms")
@@ -222,7 +223,7 @@ def refloor(csv: Path) -> None:
 
 
 def _task_path(name: str) -> str:
-    return next(str(p) for p in Path("experiments/tasks").glob(f"{name}.py"))
+    return str(Path(__file__).resolve().parents[1] / "tasks" / f"{name}.py")
 
 
 def write_report(csv: Path) -> None:
@@ -270,17 +271,17 @@ def main() -> None:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     csv = out_dir / "summary.csv"
+    from evoforge.task import parse_assignments
+
+    overrides = {k: v for item in args.set for k, v in parse_assignments(item, flag="--set").items()}
     if args.refloor:
-        refloor(csv)
+        refloor(csv, overrides)
         write_report(csv)
         return
     meta = {"gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu (smoke test)", "driver": _driver(), "torch": torch.__version__,
             "triton": __import__("triton").__version__, "date": datetime.date.today().isoformat()}
     for spec in args.tasks:
         try:
-            from evoforge.task import parse_assignments
-
-            overrides = {k: v for item in args.set for k, v in parse_assignments(item, flag="--set").items()}
             row = run_task(spec, budget=args.budget, minutes=args.minutes, out_dir=out_dir, seed=args.seed,
                            overrides=overrides)
         except Exception as e:  # one task's failure must not lose the others' rows
