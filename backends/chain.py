@@ -233,13 +233,11 @@ class VerificationChain:
             key = getattr(self.backend, "lock_key", None)
         except Exception:  # a device that cannot name itself takes no turns rather than failing every candidate
             key = None
-        if key is None:
-            with device_turn(None) as info:
-                yield info
-            return
-        self.notify("turn-wait")
+        if key is not None:
+            self.notify("turn-wait")
         with device_turn(key) as info:
-            self.notify("turn")
+            if key is not None:
+                self.notify("turn")
             yield info
 
     def _load_candidate(self, candidate: Candidate, source_file: str) -> Any:

@@ -52,6 +52,8 @@ def scrubbed_environment(extra: dict[str, str] | None = None, *, home: str) -> d
 
 
 _MAX_LINE_BYTES = 16 << 20  # a result is a few KB; a longer line is a candidate flooding the pipe
+# How long an evaluation may wait for its device's turn, in timeouts (other evaluations of the GPU measure).
+TURN_WAIT_FACTOR = 4
 _FLOOD = "\0flood"
 
 
@@ -92,7 +94,7 @@ class Sandbox:
         self.timeout_s = timeout_s
         # Waiting for the device's turn (other evaluations of the same GPU measuring) does not count against
         # timeout_s: a healthy kernel must not time out because its neighbour hung. It has a bound of its own.
-        self.turn_wait_s = turn_wait_s if turn_wait_s is not None else 4 * timeout_s
+        self.turn_wait_s = turn_wait_s if turn_wait_s is not None else TURN_WAIT_FACTOR * timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.memory_limit_bytes = memory_limit_bytes
         self.child_env = dict(child_env or {})

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from evoforge.backends.sandbox import TURN_WAIT_FACTOR
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from evoforge.task import Task
@@ -86,7 +87,7 @@ class EvalPool:
         self.timeout_s = timeout_s
         self.grace_s = grace_s  # startup of a fresh evaluation process (imports) on top of the timeout
         if 0 < num_gpus < 1:  # actors share a GPU: an evaluation may also wait its turn (the sandbox's bound)
-            self.grace_s += 4 * timeout_s
+            self.grace_s += TURN_WAIT_FACTOR * timeout_s
         self.slots = [_Slot(actor=self._new_actor(), tag=f"worker-{i}") for i in range(size)]
 
     def _new_actor(self) -> Any:
