@@ -75,12 +75,7 @@ def time_reference(task) -> dict:
         compiled(*inputs)
         compile_s = time.perf_counter() - t0
         compile_ms = _bench(lambda: compiled(*inputs))
-        out = model(*inputs)
-    nbytes = sum(t.numel() * t.element_size() for t in [*inputs, *(out if isinstance(out, tuple) else [out])]
-                 if isinstance(t, torch.Tensor))
-    # Weights are read too: a GEMM fusion's memory floor without its weight matrix would be far too low.
-    nbytes += sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
-    return {"eager_ms": eager_ms, "compile_ms": compile_ms, "compile_s": compile_s, "bytes": nbytes}
+    return {"eager_ms": eager_ms, "compile_ms": compile_ms, "compile_s": compile_s}
 
 
 def time_best(task, source: str, params: dict) -> float:
@@ -110,7 +105,6 @@ def time_best(task, source: str, params: dict) -> float:
 
 def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int,
              overrides: dict | None = None) -> dict:
-    from evoforge import knowledge
     from evoforge.campaign import Campaign, find_template_for
     from evoforge.config import CampaignConfig, TaskConfig
     from evoforge.export import task_slug
@@ -122,9 +116,8 @@ def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int
     ref = time_reference(task)
     row.update(eager_ms=ref["eager_ms"], compile_ms=ref["compile_ms"], torch_compile_s=ref["compile_s"])
     passes = _floor_passes(task)
-    ceil = knowledge.ceilings("nvidia-sm90")
-    floor_ms = ref["bytes"] * passes / (ceil["bandwidth_gbs"] * 1e9) * 1e3
-    row.update(floor_ms=floor_ms, memory_floor_ms=floor_ms, floor_passes=passes)
+    memory_ms = memory_floor_ms(task, passes)
+    row.update(floor_ms=memory_ms, memory_floor_ms=memory_ms, floor_passes=passes)
     if template is None:
         row.update(correct=False, note="no template serves this task")
         return row
@@ -153,14 +146,9 @@ def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int
         return row
     cand, result = best
     best_ms = time_best(task, cand.source, cand.params)
-    # The flop floor: compute-bound tasks (matmul) are bounded by arithmetic, not bytes. It counts the
-    # reference's FLOPs, so a kernel faster than it does less arithmetic (an algebraic rewrite, such as a sum
-    # moved in front of a GEMM): its floor is then the memory floor alone.
-    if result.floor_ms and best_ms >= 0.97 * result.floor_ms:
-        row["floor_ms"] = max(row["floor_ms"], result.floor_ms)
-    elif result.floor_ms:
-        row["note"] = (f"fewer FLOPs than the reference (its FLOP floor {result.floor_ms:.3g} ms): "
-                       "timed against the memory floor")
+    row["floor_ms"], note = pick_floor(memory_ms, result.floor_ms or 0.0, best_ms)
+    if note:
+        row["note"] = note
     row.update(correct=True, best_ms=best_ms, speedup_vs_eager=row["eager_ms"] / best_ms,
                speedup_vs_compile=row["compile_ms"] / best_ms, pct_of_floor=100 * row["floor_ms"] / best_ms)
     return row
@@ -171,6 +159,30 @@ def _floor_passes(task) -> float:
 
     passes = template_floor_passes(task)
     return 1.0 if passes is None else passes
+
+
+def memory_floor_ms(task, passes: float) -> float:
+    """Bytes of inputs, outputs and weights (a GEMM fusion's weight matrix is read too) x passes over the
+    measured copy bandwidth."""
+    from evoforge import knowledge
+
+    io, weights = io_bytes(task)
+    return (io + weights) * passes / (knowledge.ceilings("nvidia-sm90")["bandwidth_gbs"] * 1e9) * 1e3
+
+
+def pick_floor(memory_ms: float, flop_ms: float, best_ms: float) -> tuple[float, str]:
+    """The floor a kernel is held to, and a note when it is not the obvious one.
+
+    Compute-bound tasks (matmul) are bounded by arithmetic, not bytes. The FLOP floor counts the reference's
+    FLOPs, so a kernel faster than it does less arithmetic (an algebraic rewrite, such as a sum moved in
+    front of a GEMM): its floor is then the memory floor alone.
+    """
+    if flop_ms and best_ms >= 0.97 * flop_ms:
+        return max(memory_ms, flop_ms), ""
+    if flop_ms:
+        return memory_ms, (f"fewer FLOPs than the reference (its FLOP floor {flop_ms:.3g} ms): timed against "
+                           "the memory floor")
+    return memory_ms, ""
 
 
 def io_bytes(task) -> tuple[int, int]:
@@ -190,11 +202,9 @@ def refloor(csv: Path, overrides: dict | None = None) -> None:
     """Recompute every row's floor with today's rules (weights counted, the manifest's floor passes), keeping
     its measured times: the floor is a formula over the task (at the shapes the rows ran with), not a
     measurement."""
-    from evoforge import knowledge
     from evoforge.task import Task
 
     df = pd.read_csv(csv)
-    bandwidth = knowledge.ceilings("nvidia-sm90")["bandwidth_gbs"] * 1e9
     for i, r in df.iterrows():
         name = str(r["task"])
         if name.startswith("level"):  # level1/23_Softmax -> L1/23
@@ -204,21 +214,16 @@ def refloor(csv: Path, overrides: dict | None = None) -> None:
             spec = _task_path(name)
         task = Task.load(spec, overrides=overrides)
         passes = _floor_passes(task)
-        io, weights = io_bytes(task)
-        old_memory = r.get("memory_floor_ms")
-        if pd.isna(old_memory):  # rows written before weights counted and the memory floor had a column
-            old_memory = io * r["floor_passes"] / bandwidth * 1e3
-        flop_floor = r["floor_ms"] if r["floor_ms"] > 1.01 * old_memory else 0.0
-        memory = (io + weights) * passes / bandwidth * 1e3
-        floor = memory
-        if flop_floor and r["best_ms"] >= 0.97 * flop_floor:
-            floor = max(memory, flop_floor)
-        elif flop_floor:
-            df.loc[i, "note"] = (f"fewer FLOPs than the reference (its FLOP floor {flop_floor:.3g} ms): "
-                                 "timed against the memory floor")
+        memory = memory_floor_ms(task, passes)
+        # The row's floor exceeds its memory floor only where the FLOP floor set it.
+        flop_floor = r["floor_ms"] if r["floor_ms"] > 1.01 * r["memory_floor_ms"] else 0.0
+        correct = r.get("correct") == True  # noqa: E712
+        floor, note = pick_floor(memory, flop_floor, r["best_ms"] if correct else math.inf)
         df.loc[i, ["floor_ms", "memory_floor_ms", "floor_passes"]] = [floor, memory, passes]
-        if r.get("correct") == True:  # noqa: E712
+        if correct:
             df.loc[i, "pct_of_floor"] = 100 * floor / r["best_ms"]
+        if note:
+            df.loc[i, "note"] = note
     df.to_csv(csv, index=False)
 
 
