@@ -55,19 +55,8 @@ def independent_speedup(task: Task, candidate: Candidate) -> dict[str, float]:
         inter = CudaBackend().time_interleaved({"ref": lambda: ref(*a), "candidate": lambda: new(*b)})
     return {"ref_ms": ref_ms, "runtime_ms": new_ms, "speedup": ref_ms / new_ms,
             "interleaved_ref_ms": inter["ref"].median_ms, "interleaved_ms": inter["candidate"].median_ms,
-            "interleaved_speedup": inter["ref"].median_ms / inter["candidate"].median_ms, "sm_clock_mhz": _sm_clock()}
-
-
-def _sm_clock() -> str:
-    """The SM clock right after the measurements (GEMMs are clock-bound; copies are not)."""
-    import subprocess
-
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,power.draw",
-                               "--format=csv,noheader"], capture_output=True, text=True,
-                              timeout=20).stdout.strip().split("\n")[0]
-    except Exception:
-        return ""
+            "interleaved_speedup": inter["ref"].median_ms / inter["candidate"].median_ms,
+            "clocks_power": _nvidia_smi("clocks.sm,clocks.max.sm,power.draw")}  # GEMMs are clock-bound
 
 
 def _write(candidate: Candidate) -> Path:
@@ -100,7 +89,7 @@ def main() -> None:
                         "do_bench_speedup": ind["speedup"],
                         "speedup_diff_pct": 100 * (result.speedup / ind["speedup"] - 1),
                         **{k: ind[k] for k in ("interleaved_ms", "interleaved_ref_ms", "interleaved_speedup",
-                                               "sm_clock_mhz")}})
+                                               "clocks_power")}})
         rows.append(row)
         print(json.dumps(row), flush=True)
         _save(args.out, rows, {})  # a run cut by its time limit keeps the rows it finished
@@ -140,20 +129,21 @@ def main() -> None:
 
 def _save(out: str, rows: list[dict], overhead: dict) -> None:
     meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-            "triton": __import__("triton").__version__, "driver": _driver(),
+            "triton": __import__("triton").__version__, "driver": _nvidia_smi("driver_version") or os.environ.get("NVIDIA_DRIVER_VERSION", ""),
             "date": datetime.date.today().isoformat(), "script": "experiments/benchmarks/eval_agreement.py"}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps({"meta": meta, "agreement": rows, "overhead": overhead}, indent=2))
 
 
-def _driver() -> str:
+def _nvidia_smi(fields: str) -> str:
+    """The first GPU's values of ``nvidia-smi --query-gpu=FIELDS`` (one line per GPU)."""
     try:
         import subprocess
 
-        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20).stdout.strip().split("\n")[0]  # one line per GPU
+        return subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip().split("\n")[0]
     except Exception:
-        return os.environ.get("NVIDIA_DRIVER_VERSION", "")
+        return ""
 
 
 if __name__ == "__main__":
