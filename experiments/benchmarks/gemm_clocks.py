@@ -1,0 +1,316 @@
+"""Tensor-core GEMM timing on the H200: how much do the measuring method and the clocks move the numbers?
+
+For the fp32 (level1/1) and bf16 (4096^3) GEMM seeds and for bf16 structure variants (the grouped-tile
+template at its best configurations, a persistent kernel with TMA tensor descriptors), each kernel and its
+cuBLAS reference is timed four ways in one process, with the SM clock and board power sampled by
+`nvidia-smi -lms 20` during each measurement:
+  - do_bench at Triton's defaults (warm-up 25 ms, 100 ms of repeats, median, L2 flushed);
+  - do_bench sustained (warm-up 100 ms, 500 ms), the way the H200 suite re-times;
+  - the chain's interleaved method (backends.base.event_time_interleaved: reference and candidate alternate);
+  - a 2 s sustained run alone and interleaved, reported per 100 ms window (median time, clock, power): whether
+    a kernel slows as the board reaches its power limit, and whether interleaving hides that.
+
+  python experiments/benchmarks/gemm_clocks.py --out experiments/results/h200/gemm_clocks.json
+  TRITON_INTERPRET=1 python experiments/benchmarks/gemm_clocks.py --smoke   # CPU: the kernels' correctness only
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from evoforge.task import Task, exec_module_file, load_task_module
+
+ROOT = Path(__file__).resolve().parents[2]
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def _tile(tile_id, num_pid_in_group, num_pid_m, GROUP_M: tl.constexpr):
+    group_id = tile_id // num_pid_in_group
+    first_m = group_id * GROUP_M
+    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    return first_m + (tile_id % group_m), (tile_id % num_pid_in_group) // group_m
+
+
+@triton.jit
+def matmul_tma_persistent(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+                          SUBTILE: tl.constexpr, WIDEN: tl.constexpr):
+    start_pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    num_pid_in_group = GROUP_M * num_pid_n
+    tile_id_c = start_pid - NUM_SMS  # the epilogue recomputes its tile: nothing carried across the fused loop
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile(tile_id, num_pid_in_group, num_pid_m, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            if WIDEN:
+                a, b = a.to(tl.float32), b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        tile_id_c += NUM_SMS
+        pid_m, pid_n = _tile(tile_id_c, num_pid_in_group, num_pid_m, GROUP_M)
+        if SUBTILE:
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            c0, c1 = tl.split(halves)
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], c0.to(c_desc.dtype))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], c1.to(c_desc.dtype))
+        else:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+def matmul_tma(a: torch.Tensor, b: torch.Tensor, cfg: dict, num_sms: int) -> torch.Tensor:
+    m, k = a.shape
+    n = b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    bm, bn, bk, sub = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg.get("SUBTILE", False)
+    a_d = TensorDescriptor.from_tensor(a, [bm, bk])
+    b_d = TensorDescriptor.from_tensor(b, [bk, bn])
+    c_d = TensorDescriptor.from_tensor(c, [bm, bn // 2 if sub else bn])
+    grid = (min(num_sms, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
+    matmul_tma_persistent[grid](a_d, b_d, c_d, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                GROUP_M=cfg["GROUP_M"], NUM_SMS=num_sms, SUBTILE=sub, WIDEN=INTERPRETED,
+                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return c
+
+
+TEMPLATE_CONFIGS = [  # matmul_bf16.py: its default, the suite's campaign best, the landscape's best
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4),
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, GROUP_M=8, num_warps=8, num_stages=5),
+]
+TMA_CONFIGS = [
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3, SUBTILE=True),
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, SUBTILE=True),
+    dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4),
+    dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4),
+    dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=8, num_stages=3),
+    dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, GROUP_M=8, num_warps=8, num_stages=5),
+]
+
+
+class ClockSampler:
+    """`nvidia-smi -lms 20` of one GPU in the background: (host time, SM MHz, watts, deg C) samples."""
+
+    def __init__(self, uuid: str | None) -> None:
+        self.uuid, self.samples, self.proc = uuid, [], None
+
+    def __enter__(self) -> ClockSampler:
+        cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu", "--format=csv,noheader,nounits",
+               "-lms=20"] + (["-i", self.uuid] if self.uuid else [])
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            return self
+        threading.Thread(target=self._read, daemon=True).start()
+        time.sleep(0.5)
+        return self
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                mhz, watts, temp = (float(x) for x in line.split(","))
+            except ValueError:
+                continue
+            self.samples.append((time.perf_counter(), mhz, watts, temp))
+
+    def window(self, t0: float, t1: float) -> dict[str, float | None]:
+        inside = [s for s in self.samples if t0 <= s[0] <= t1]
+        if not inside:
+            return {"sm_mhz": None, "watts": None, "temp_c": None}
+        return {"sm_mhz": statistics.mean(s[1] for s in inside), "watts": statistics.mean(s[2] for s in inside),
+                "temp_c": max(s[3] for s in inside)}
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+def measured(clocks: ClockSampler, fn: Callable[[], Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    value = fn()
+    return {"value": value, **clocks.window(t0, time.perf_counter())}
+
+
+def sustained(fns: dict[str, Callable[[], Any]], seconds: float, clocks: ClockSampler, flush: Callable[[], None],
+              window_s: float = 0.1) -> list[dict[str, Any]]:
+    """Back-to-back runs (L2 flushed before each; several kernels alternate) for ``seconds``: per window, the
+    median time of each kernel and the clock and power in that window."""
+    rows, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        samples: dict[str, list[float]] = {k: [] for k in fns}
+        while time.perf_counter() - t0 < window_s:
+            pairs = []
+            for _ in range(8):
+                for key, fn in fns.items():
+                    flush()
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    fn()
+                    e.record()
+                    pairs.append((key, s, e))
+            torch.cuda.synchronize()
+            for key, s, e in pairs:
+                samples[key].append(s.elapsed_time(e))
+        rows.append({"t_s": round(t0 - (end - seconds), 3), **{k: statistics.median(v) for k, v in samples.items()},
+                     **clocks.window(t0, time.perf_counter())})
+    return rows
+
+
+def summarize(rows: list[dict], keys: list[str]) -> dict[str, Any]:
+    first, last = rows[: max(1, len(rows) // 10)], rows[-max(1, len(rows) // 10):]
+    out = {}
+    for k in keys:
+        out[k] = {"first_ms": statistics.median(r[k] for r in first), "last_ms": statistics.median(r[k] for r in last)}
+    for field in ("sm_mhz", "watts"):
+        vals_f = [r[field] for r in first if r[field] is not None]
+        vals_l = [r[field] for r in last if r[field] is not None]
+        out[field] = {"first": statistics.mean(vals_f) if vals_f else None,
+                      "last": statistics.mean(vals_l) if vals_l else None}
+    return out
+
+
+def template(name: str, params: dict) -> Callable:
+    module = exec_module_file(str(ROOT / "knowledge" / "templates" / name), f"probe_{name}_{len(params)}")
+    module.PARAMS.update(params)
+    return module.matmul if hasattr(module, "matmul") else module.ModelNew().forward
+
+
+def bench_pair(label: str, ref: Callable, cand: Callable, clocks: ClockSampler, backend: Any,
+               drift_s: float) -> dict[str, Any]:
+    import triton.testing
+
+    row: dict[str, Any] = {"case": label}
+    for name, fn in (("ref", ref), ("cand", cand)):
+        for warmup, rep in ((25, 100), (100, 500)):
+            row[f"{name}_do_bench_{warmup}_{rep}"] = measured(clocks, lambda fn=fn, w=warmup, r=rep: (
+                triton.testing.do_bench(fn, warmup=w, rep=r, return_mode="median")))
+    inter = measured(clocks, lambda: backend.time_interleaved({"ref": ref, "cand": cand}))
+    timings = inter.pop("value")
+    row["interleaved"] = {"ref": timings["ref"].median_ms, "cand": timings["cand"].median_ms, **inter}
+    for k in ("do_bench_25_100", "do_bench_100_500"):
+        row[f"speedup_{k}"] = row[f"ref_{k}"]["value"] / row[f"cand_{k}"]["value"]
+    row["speedup_interleaved"] = row["interleaved"]["ref"] / row["interleaved"]["cand"]
+    if drift_s:
+        time.sleep(2)
+        alone_ref = sustained({"ref": ref}, drift_s, clocks, backend._flush)
+        time.sleep(2)
+        alone_cand = sustained({"cand": cand}, drift_s, clocks, backend._flush)
+        time.sleep(2)
+        both = sustained({"ref": ref, "cand": cand}, drift_s, clocks, backend._flush)
+        row["sustained"] = {"ref_alone": summarize(alone_ref, ["ref"]), "cand_alone": summarize(alone_cand, ["cand"]),
+                            "interleaved": summarize(both, ["ref", "cand"])}
+        row["windows"] = {"ref_alone": alone_ref, "cand_alone": alone_cand, "interleaved": both}
+    print(json.dumps({k: v for k, v in row.items() if k != "windows"}, default=str), flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="experiments/results/h200/gemm_clocks.json")
+    parser.add_argument("--drift-s", type=float, default=2.0)
+    parser.add_argument("--smoke", action="store_true", help="interpreter: check the kernels' results only")
+    args = parser.parse_args()
+    if args.smoke:
+        return smoke()
+    from evoforge.backends.cuda import CudaBackend
+
+    backend = CudaBackend()
+    uuid = "GPU-" + str(torch.cuda.get_device_properties(0).uuid)
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows: list[dict] = []
+    meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+            "driver": _smi("driver_version"), "power_limit_w": _smi("power.limit"),
+            "date": datetime.date.today().isoformat(), "script": "experiments/benchmarks/gemm_clocks.py"}
+    with ClockSampler(uuid) as clocks, torch.no_grad():
+        torch.manual_seed(0)
+        a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        expect = a @ b
+
+        def check(out: torch.Tensor) -> float:
+            return float((out.float() - expect.float()).norm() / expect.float().norm())
+
+        cublas = lambda: a @ b  # noqa: E731
+        for i, cfg in enumerate(TEMPLATE_CONFIGS):
+            fn = template("matmul_bf16.py", cfg)
+            row = bench_pair(f"bf16 template {cfg}", cublas, lambda fn=fn: fn(a, b), clocks, backend,
+                             args.drift_s if i == 1 else 0)
+            row["rel_err"] = check(fn(a, b))
+            rows.append(row)
+            _save(args.out, meta, rows)
+        for i, cfg in enumerate(TMA_CONFIGS):
+            try:
+                fn = lambda cfg=cfg: matmul_tma(a, b, cfg, num_sms)  # noqa: E731
+                err = check(fn())
+            except Exception as exc:  # out of shared memory and the like: recorded, not fatal
+                rows.append({"case": f"bf16 tma persistent {cfg}", "error": f"{type(exc).__name__}: {exc}"[:300]})
+                continue
+            row = bench_pair(f"bf16 tma persistent {cfg}", cublas, fn, clocks, backend, args.drift_s if i == 1 else 0)
+            row["rel_err"] = err
+            rows.append(row)
+            _save(args.out, meta, rows)
+        # fp32 level1/1 seed against torch.matmul fp32 (the chain's case with the largest disagreement)
+        task = Task.load("L1/1")
+        tm = load_task_module(task)
+        torch.manual_seed(1)
+        x, y = (t.cuda() for t in tm.get_inputs())
+        ref_model = tm.Model(*tm.get_init_inputs()).cuda()
+        fn = template("matmul.py", {})
+        rows.append(bench_pair("fp32 L1/1 template default", lambda: ref_model(x, y), lambda: fn(x, y), clocks,
+                               backend, args.drift_s))
+        _save(args.out, meta, rows)
+
+
+def smoke() -> None:
+    torch.manual_seed(0)
+    for m, n, k in [(256, 256, 128), (192, 320, 96)]:
+        a = torch.randn(m, k, dtype=torch.bfloat16)
+        b = torch.randn(k, n, dtype=torch.bfloat16)
+        ref = a.float() @ b.float()
+        for sub in (False, True):
+            cfg = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=3, SUBTILE=sub)
+            out = matmul_tma(a, b, cfg, num_sms=3)
+            err = float((out.float() - ref).norm() / ref.norm())
+            print(json.dumps({"shape": [m, n, k], "subtile": sub, "rel_err": err}))
+            assert err < 1e-2, err
+
+
+def _save(out: str, meta: dict, rows: list[dict]) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+
+
+def _smi(field: str) -> str:
+    try:
+        return subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=20).stdout.strip().split("\n")[0]
+    except Exception:
+        return ""
+
+
+if __name__ == "__main__":
+    main()
