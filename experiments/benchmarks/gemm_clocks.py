@@ -239,13 +239,15 @@ def main() -> None:
     from evoforge.backends.cuda import CudaBackend
 
     backend = CudaBackend()
-    uuid = "GPU-" + str(torch.cuda.get_device_properties(0).uuid)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]
+    uuid = str(torch.cuda.get_device_properties(0).uuid)
+    gpu_id = visible if visible.isdigit() else (uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows: list[dict] = []
     meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
             "driver": _smi("driver_version"), "power_limit_w": _smi("power.limit"),
             "date": datetime.date.today().isoformat(), "script": "experiments/benchmarks/gemm_clocks.py"}
-    with ClockSampler(uuid) as clocks, torch.no_grad():
+    with ClockSampler(gpu_id) as clocks, torch.no_grad():
         torch.manual_seed(0)
         a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
