@@ -119,32 +119,51 @@ def host_time_interleaved(fns: dict[str, Callable[[], Any]], *, sync: Callable[[
 
 def event_time_interleaved(fns: dict[str, Callable[[], Any]], *, event: Callable[[], Any],
                            sync: Callable[[], None], flush: Callable[[], None], budget_ms: float,
-                           max_reps: int = 500, min_reps: int = 10) -> dict[str, Timing]:
-    """Device-event timing (CUDA, XPU): warm-up, repeats sized to the budget, L2 flushed before every run.
+                           max_reps: int = 500, min_reps: int = 10, rounds: int = 2) -> dict[str, Timing]:
+    """Device-event timing (CUDA, XPU) in alternating blocks, L2 flushed before every run.
 
+    Each function runs back to back for a block; the block's first half settles the device and is not timed,
+    its second half is. Blocks alternate A B B A (``rounds`` of them per function), so a drift that is linear in
+    time cancels, and everything is queued before one synchronisation, so the device never idles between blocks.
     ``event`` makes a timing event (``torch.cuda.Event(enable_timing=True)`` or the XPU one).
+
+    Why blocks and not call-by-call alternation: a GPU at its power cap sets its clocks from the board's power
+    averaged over tens of milliseconds. Alternating single calls averages the two kernels' power, so a candidate
+    that draws more than the cap is timed at the clocks the reference's lower draw bought it. On an H200 a 3xTF32
+    GEMM measured 6% faster beside fp32 cuBLAS than alone (experiments/results/h200/gemm_clocks.md); in its own
+    block each kernel is timed at the clocks it sets for itself, as `triton.testing.do_bench` times it.
     """
     for fn in fns.values():  # warm-up: compilation, module load and first touch stay out of the numbers
         fn()
     sync()
-    start, end = event(), event()
-    start.record()
-    for _ in range(3):
-        for fn in fns.values():
+    per_call_ms = {}
+    for key, fn in fns.items():  # flush included: that is what a block repeats
+        start, end = event(), event()
+        start.record()
+        for _ in range(3):
             flush()
             fn()
-    end.record()
-    sync()
-    per_round_ms = max(start.elapsed_time(end) / 3, 1e-3)
-    reps = int(min(max_reps, max(min_reps, budget_ms / per_round_ms)))
-    events = {k: [(event(), event()) for _ in range(reps)] for k in fns}
-    for i in range(reps):
-        for key, fn in fns.items():
-            flush()
-            s, e = events[key][i]
-            s.record()
-            fn()
-            e.record()
+        end.record()
+        sync()
+        per_call_ms[key] = max(start.elapsed_time(end) / 3, 1e-3)
+    block_ms = budget_ms / (rounds * len(fns))
+    events: dict[str, list[tuple[Any, Any]]] = {k: [] for k in fns}
+    keys = list(fns)
+    for r in range(rounds):
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            fn = fns[key]
+            reps = int(min(max_reps / rounds, max(min_reps / rounds, block_ms / 2 / per_call_ms[key])))
+            reps = max(reps, 1)
+            for _ in range(reps):  # settle: the device's clocks and power adapt to this kernel alone
+                flush()
+                fn()
+            for _ in range(reps):
+                flush()
+                s, e = event(), event()
+                s.record()
+                fn()
+                e.record()
+                events[key].append((s, e))
     sync()
     return {key: Timing.from_samples([s.elapsed_time(e) for s, e in pairs]) for key, pairs in events.items()}
 
