@@ -1,8 +1,8 @@
 """Does `evoforge eval` measure what an independent do_bench measures? And what does the chain cost?
 
 For each seed kernel: the chain's speedup (sandboxed process, interleaved timing, L2 flushed) against an
-independent `triton.testing.do_bench` (median) of the same kernel and of the PyTorch reference in this
-process. Bar: within 3%. Then the chain's overhead per candidate for a small elementwise kernel: seconds from
+independent `triton.testing.do_bench` (median; reference, candidate, candidate, reference, each kernel's two
+medians averaged) of the same kernel and of the PyTorch reference in this process. Bar: within 3%. Then the chain's overhead per candidate for a small elementwise kernel: seconds from
 submit to result with a cold Triton cache (compile included) and a warm one (compile excluded).
 
 Run on a GPU:  python experiments/benchmarks/eval_agreement.py --out experiments/results/h200/eval_agreement.json
@@ -46,8 +46,11 @@ def independent_speedup(task: Task, candidate: Candidate) -> dict[str, float]:
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in tm.get_inputs()]
     a, b = _clone(inputs), _clone(inputs)
     with torch.no_grad():
-        ref_ms = triton.testing.do_bench(lambda: ref(*a), warmup=100, rep=500, return_mode="median")
-        new_ms = triton.testing.do_bench(lambda: new(*b), warmup=100, rep=500, return_mode="median")
+        # Mirrored order (ref, candidate, candidate, ref), the two medians averaged: at the power cap a GEMM's
+        # clock depends on what ran just before it, and a fixed order would favour the first.
+        bench = lambda f: triton.testing.do_bench(f, warmup=100, rep=500, return_mode="median")  # noqa: E731
+        r1, n1, n2, r2 = bench(lambda: ref(*a)), bench(lambda: new(*b)), bench(lambda: new(*b)), bench(lambda: ref(*a))
+        ref_ms, new_ms = (r1 + r2) / 2, (n1 + n2) / 2
         # The chain's own method on the same objects in this process: where do_bench and the chain disagree,
         # this says whether the method (interleaving) or the sandboxed process makes the difference.
         from evoforge.backends.cuda import CudaBackend

@@ -80,7 +80,11 @@ class UtilizationSampler:
             self.thread.join(timeout=5)
 
     def mean(self, gpus: int) -> float | None:
-        used = [statistics.fmean(v) / 100 for i, v in sorted(self.samples.items())[:gpus] if v]
+        """Mean busy share of the first ``gpus`` devices this process sees (nvidia-smi numbers them all: with
+        CUDA_VISIBLE_DEVICES=1, the first device is nvidia-smi's index 1)."""
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        order = [int(x) for x in visible.split(",") if x.strip().isdigit()] or sorted(self.samples)
+        used = [statistics.fmean(self.samples[i]) / 100 for i in order[:gpus] if self.samples.get(i)]
         return statistics.fmean(used) if used else None
 
 
