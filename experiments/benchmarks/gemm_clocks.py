@@ -233,9 +233,14 @@ def main() -> None:
     parser.add_argument("--out", default="experiments/results/h200/gemm_clocks.json")
     parser.add_argument("--drift-s", type=float, default=2.0)
     parser.add_argument("--smoke", action="store_true", help="interpreter: check the kernels' results only")
+    parser.add_argument("--repeat", type=int, default=0,
+                        help="only the bf16 template (TMA and pointer kernels) against cuBLAS, N rounds of the "
+                             "suite's mirrored do_bench and the chain's block timing: the spread between rounds")
     args = parser.parse_args()
     if args.smoke:
         return smoke()
+    if args.repeat:
+        return repeat(args.repeat, args.out)
     from evoforge.backends.cuda import CudaBackend
 
     backend = CudaBackend()
@@ -285,6 +290,44 @@ def main() -> None:
         rows.append(bench_pair("fp32 L1/1 template default", lambda: ref_model(x, y), lambda: fn(x, y), clocks,
                                backend, args.drift_s))
         _save(args.out, meta, rows)
+
+
+def repeat(rounds: int, out: str) -> None:
+    """How far apart two honest measurements of the same bf16 kernels land when the board sits at its power cap."""
+    import triton.testing
+    from evoforge.backends.cuda import CudaBackend
+
+    backend = CudaBackend()
+    torch.manual_seed(0)
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    fns = {"cublas": lambda: a @ b, "tma": template("matmul_bf16.py", {}),
+           "pointer": template("matmul_bf16.py", {"TMA": False, "num_stages": 4})}
+    fns = {"cublas": fns["cublas"], "tma": lambda f=fns["tma"]: f(a, b), "pointer": lambda f=fns["pointer"]: f(a, b)}
+    bench = lambda f: triton.testing.do_bench(f, warmup=50, rep=300, return_mode="median")  # noqa: E731
+    rows = []
+    with torch.no_grad():
+        for f in fns.values():
+            f()
+        for r in range(rounds):
+            keys = list(fns)
+            times: dict[str, list[float]] = {k: [] for k in keys}
+            for k in keys + keys[::-1]:
+                times[k].append(bench(fns[k]))
+            mirrored = {k: sum(v) / 2 for k, v in times.items()}
+            blocks = backend.time_interleaved(fns)
+            row = {"round": r, **{f"mirrored_{k}_ms": v for k, v in mirrored.items()},
+                   **{f"blocks_{k}_ms": t.median_ms for k, t in blocks.items()},
+                   "mirrored_tma_pct_cublas": 100 * mirrored["cublas"] / mirrored["tma"],
+                   "mirrored_pointer_pct_cublas": 100 * mirrored["cublas"] / mirrored["pointer"],
+                   "blocks_tma_pct_cublas": 100 * blocks["cublas"].median_ms / blocks["tma"].median_ms,
+                   "blocks_pointer_pct_cublas": 100 * blocks["cublas"].median_ms / blocks["pointer"].median_ms,
+                   "clocks_power": _smi("clocks.sm,power.draw")}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            _save(out, {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+                        "driver": _smi("driver_version"), "date": datetime.date.today().isoformat(),
+                        "script": "experiments/benchmarks/gemm_clocks.py --repeat"}, rows)
 
 
 def smoke() -> None:
