@@ -236,11 +236,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=0,
                         help="only the bf16 template (TMA and pointer kernels) against cuBLAS, N rounds of the "
                              "suite's mirrored do_bench and the chain's block timing: the spread between rounds")
+    parser.add_argument("--contexts", type=int, default=0,
+                        help="N rounds before, while and after a sandboxed chain evaluation holds the GPU too")
     args = parser.parse_args()
     if args.smoke:
         return smoke()
     if args.repeat:
         return repeat(args.repeat, args.out)
+    if args.contexts:
+        return contexts(args.contexts, args.out)
     from evoforge.backends.cuda import CudaBackend
 
     backend = CudaBackend()
@@ -292,18 +296,20 @@ def main() -> None:
         _save(args.out, meta, rows)
 
 
-def repeat(rounds: int, out: str) -> None:
-    """How far apart two honest measurements of the same bf16 kernels land when the board sits at its power cap."""
+def bf16_fns() -> dict[str, Callable[[], Any]]:
+    torch.manual_seed(0)
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    tma, pointer = template("matmul_bf16.py", {}), template("matmul_bf16.py", {"TMA": False, "num_stages": 4})
+    return {"cublas": lambda: a @ b, "tma": lambda: tma(a, b), "pointer": lambda: pointer(a, b)}
+
+
+def rounds_of(fns: dict[str, Callable[[], Any]], rounds: int, label: str = "") -> list[dict[str, Any]]:
+    """Rounds of the suite's mirrored do_bench and the chain's block timing of the same functions."""
     import triton.testing
     from evoforge.backends.cuda import CudaBackend
 
     backend = CudaBackend()
-    torch.manual_seed(0)
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    fns = {"cublas": lambda: a @ b, "tma": template("matmul_bf16.py", {}),
-           "pointer": template("matmul_bf16.py", {"TMA": False, "num_stages": 4})}
-    fns = {"cublas": fns["cublas"], "tma": lambda f=fns["tma"]: f(a, b), "pointer": lambda f=fns["pointer"]: f(a, b)}
     bench = lambda f: triton.testing.do_bench(f, warmup=50, rep=300, return_mode="median")  # noqa: E731
     rows = []
     with torch.no_grad():
@@ -316,18 +322,50 @@ def repeat(rounds: int, out: str) -> None:
                 times[k].append(bench(fns[k]))
             mirrored = {k: sum(v) / 2 for k, v in times.items()}
             blocks = backend.time_interleaved(fns)
-            row = {"round": r, **{f"mirrored_{k}_ms": v for k, v in mirrored.items()},
+            row = {"label": label, "round": r, **{f"mirrored_{k}_ms": v for k, v in mirrored.items()},
                    **{f"blocks_{k}_ms": t.median_ms for k, t in blocks.items()},
-                   "mirrored_tma_pct_cublas": 100 * mirrored["cublas"] / mirrored["tma"],
-                   "mirrored_pointer_pct_cublas": 100 * mirrored["cublas"] / mirrored["pointer"],
-                   "blocks_tma_pct_cublas": 100 * blocks["cublas"].median_ms / blocks["tma"].median_ms,
-                   "blocks_pointer_pct_cublas": 100 * blocks["cublas"].median_ms / blocks["pointer"].median_ms,
+                   **{f"mirrored_{k}_pct_cublas": 100 * mirrored["cublas"] / mirrored[k] for k in keys[1:]},
+                   **{f"blocks_{k}_pct_cublas": 100 * blocks["cublas"].median_ms / blocks[k].median_ms
+                      for k in keys[1:]},
                    "clocks_power": _smi("clocks.sm,power.draw")}
             print(json.dumps(row), flush=True)
             rows.append(row)
-            _save(out, {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-                        "driver": _smi("driver_version"), "date": datetime.date.today().isoformat(),
-                        "script": "experiments/benchmarks/gemm_clocks.py --repeat"}, rows)
+    return rows
+
+
+def _meta(script: str) -> dict[str, Any]:
+    return {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
+            "driver": _smi("driver_version"), "date": datetime.date.today().isoformat(), "script": script}
+
+
+def repeat(rounds: int, out: str) -> None:
+    """How far apart two honest measurements of the same bf16 kernels land when the board sits at its power cap."""
+    _save(out, _meta("experiments/benchmarks/gemm_clocks.py --repeat"), rounds_of(bf16_fns(), rounds))
+
+
+def contexts(rounds: int, out: str) -> None:
+    """The chain's bf16 speedup in its sandboxed process, and this process's measurements before, during and
+    after that process holds a CUDA context of its own on the same GPU."""
+    from evoforge.backends.chain import ChainOptions
+    from evoforge.backends.evaluator import Evaluator
+
+    from evoforge.campaign import find_template_for
+    from evoforge.core import Candidate
+
+    fns = bf16_fns()
+    rows = rounds_of(fns, rounds, "alone")
+    task = Task.load(str(ROOT / "experiments" / "tasks" / "matmul_bf16_4096.py"))
+    evaluator = Evaluator(backend="cuda", arch="nvidia-sm90", options=ChainOptions(trials=3), timeout_s=300)
+    chain = []
+    for _ in range(2):
+        result = evaluator.evaluate(task, Candidate.from_source(find_template_for(task).read_text(), task=task.name))
+        chain.append({"status": str(result.status), "speedup": result.speedup, "runtime_ms": result.runtime_ms,
+                      "ref_ms": result.ref_ms})
+        print(json.dumps(chain[-1]), flush=True)
+    rows += rounds_of(fns, rounds, "evaluator process alive")
+    evaluator.close()
+    rows += rounds_of(fns, rounds, "evaluator closed")
+    _save(out, {**_meta("experiments/benchmarks/gemm_clocks.py --contexts"), "chain": chain}, rows)
 
 
 def smoke() -> None:
