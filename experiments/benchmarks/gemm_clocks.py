@@ -1,12 +1,15 @@
 """Tensor-core GEMM timing on the H200: how much do the measuring method and the clocks move the numbers?
 
-For the fp32 (level1/1) and bf16 (4096^3) GEMM seeds and for bf16 structure variants (the grouped-tile
-template at its best configurations, a persistent kernel with TMA tensor descriptors), each kernel and its
+For the fp32 (level1/1) and bf16 (4096^3) GEMM seeds and for the two structures of the bf16 template
+(knowledge/templates/matmul_bf16.py: the grouped-tile pointer kernel at its best configurations, and the
+persistent kernel with TMA tensor descriptors; gemm_clocks.json was recorded with a copy of the latter in this
+script, since moved into the template unchanged), each kernel and its
 cuBLAS reference is timed four ways in one process, with the SM clock and board power sampled by
 `nvidia-smi -lms 20` during each measurement:
   - do_bench at Triton's defaults (warm-up 25 ms, 100 ms of repeats, median, L2 flushed);
   - do_bench sustained (warm-up 100 ms, 500 ms), the way the H200 suite re-times;
-  - the chain's interleaved method (backends.base.event_time_interleaved: reference and candidate alternate);
+  - the chain's method (backends.base.event_time_interleaved: call-by-call alternation when gemm_clocks.json
+    was recorded, alternating settled blocks since: that recording is why);
   - a 2 s sustained run alone and interleaved, reported per 100 ms window (median time, clock, power): whether
     a kernel slows as the board reaches its power limit, and whether interleaving hides that.
 
@@ -30,75 +33,18 @@ from typing import Any
 
 import torch
 import triton
-import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 from evoforge.task import Task, exec_module_file, load_task_module
 
 ROOT = Path(__file__).resolve().parents[2]
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-@triton.jit
-def _tile(tile_id, num_pid_in_group, num_pid_m, GROUP_M: tl.constexpr):
-    group_id = tile_id // num_pid_in_group
-    first_m = group_id * GROUP_M
-    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
-    return first_m + (tile_id % group_m), (tile_id % num_pid_in_group) // group_m
-
-
-@triton.jit
-def matmul_tma_persistent(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-                          SUBTILE: tl.constexpr, WIDEN: tl.constexpr):
-    start_pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    num_tiles = num_pid_m * num_pid_n
-    num_pid_in_group = GROUP_M * num_pid_n
-    tile_id_c = start_pid - NUM_SMS  # the epilogue recomputes its tile: nothing carried across the fused loop
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
-        pid_m, pid_n = _tile(tile_id, num_pid_in_group, num_pid_m, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-            if WIDEN:
-                a, b = a.to(tl.float32), b.to(tl.float32)
-            acc = tl.dot(a, b, acc)
-        tile_id_c += NUM_SMS
-        pid_m, pid_n = _tile(tile_id_c, num_pid_in_group, num_pid_m, GROUP_M)
-        if SUBTILE:
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-            c0, c1 = tl.split(halves)
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], c0.to(c_desc.dtype))
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], c1.to(c_desc.dtype))
-        else:
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
-
-
-def matmul_tma(a: torch.Tensor, b: torch.Tensor, cfg: dict, num_sms: int) -> torch.Tensor:
-    m, k = a.shape
-    n = b.shape[1]
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    bm, bn, bk, sub = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg.get("SUBTILE", False)
-    a_d = TensorDescriptor.from_tensor(a, [bm, bk])
-    b_d = TensorDescriptor.from_tensor(b, [bk, bn])
-    c_d = TensorDescriptor.from_tensor(c, [bm, bn // 2 if sub else bn])
-    grid = (min(num_sms, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
-    matmul_tma_persistent[grid](a_d, b_d, c_d, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                GROUP_M=cfg["GROUP_M"], NUM_SMS=num_sms, SUBTILE=sub, WIDEN=INTERPRETED,
-                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    return c
-
-
-TEMPLATE_CONFIGS = [  # matmul_bf16.py: its default, the suite's campaign best, the landscape's best
-    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
-    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4),
-    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, GROUP_M=8, num_warps=8, num_stages=5),
+POINTER_CONFIGS = [  # matmul_bf16.py's pointer kernel: its default, a campaign's best, the landscape's best
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3, TMA=False),
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, TMA=False),
+    dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, GROUP_M=8, num_warps=8, num_stages=5, TMA=False),
 ]
-TMA_CONFIGS = [
+TMA_CONFIGS = [  # matmul_bf16.py's persistent TMA kernel (TMA=True)
     dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3),
     dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3, SUBTILE=True),
     dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4, SUBTILE=True),
@@ -251,7 +197,6 @@ def main() -> None:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]
     uuid = str(torch.cuda.get_device_properties(0).uuid)
     gpu_id = visible if visible.isdigit() else (uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows: list[dict] = []
     meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
             "driver": _smi("driver_version"), "power_limit_w": _smi("power.limit"),
@@ -266,7 +211,7 @@ def main() -> None:
             return float((out.float() - expect.float()).norm() / expect.float().norm())
 
         cublas = lambda: a @ b  # noqa: E731
-        for i, cfg in enumerate(TEMPLATE_CONFIGS):
+        for i, cfg in enumerate(POINTER_CONFIGS):
             fn = template("matmul_bf16.py", cfg)
             row = bench_pair(f"bf16 template {cfg}", cublas, lambda fn=fn: fn(a, b), clocks, backend,
                              args.drift_s if i == 1 else 0)
@@ -275,7 +220,7 @@ def main() -> None:
             _save(args.out, meta, rows)
         for i, cfg in enumerate(TMA_CONFIGS):
             try:
-                fn = lambda cfg=cfg: matmul_tma(a, b, cfg, num_sms)  # noqa: E731
+                fn = lambda f=template("matmul_bf16.py", {"TMA": True, "SUBTILE": False, **cfg}): f(a, b)  # noqa: E731
                 err = check(fn())
             except Exception as exc:  # out of shared memory and the like: recorded, not fatal
                 rows.append({"case": f"bf16 tma persistent {cfg}", "error": f"{type(exc).__name__}: {exc}"[:300]})
@@ -369,16 +314,17 @@ def contexts(rounds: int, out: str) -> None:
 
 
 def smoke() -> None:
+    """The kernels this script times, on the interpreter at small shapes: both paths of matmul_bf16.py."""
     torch.manual_seed(0)
     for m, n, k in [(256, 256, 128), (192, 320, 96)]:
         a = torch.randn(m, k, dtype=torch.bfloat16)
         b = torch.randn(k, n, dtype=torch.bfloat16)
         ref = a.float() @ b.float()
-        for sub in (False, True):
-            cfg = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=3, SUBTILE=sub)
-            out = matmul_tma(a, b, cfg, num_sms=3)
-            err = float((out.float() - ref).norm() / ref.norm())
-            print(json.dumps({"shape": [m, n, k], "subtile": sub, "rel_err": err}))
+        for params in ({"TMA": True, "SUBTILE": False}, {"TMA": True, "SUBTILE": True}, {"TMA": False}):
+            fn = template("matmul_bf16.py", {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 2,
+                                             "num_warps": 4, "num_stages": 3, **params})
+            err = float((fn(a, b).float() - ref).norm() / ref.norm())
+            print(json.dumps({"shape": [m, n, k], **params, "rel_err": err}))
             assert err < 1e-2, err
 
 
