@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "experiments" / "benchmarks"
@@ -43,3 +44,33 @@ def test_suite_writes_a_row_and_refloor_keeps_its_times(tmp_path):
     again = pd.read_csv(tmp_path / "summary.csv").iloc[0]
     assert again["best_ms"] == row["best_ms"] and again["memory_floor_ms"] > 0
     assert "matmul_bf16_4096" in (tmp_path / "README.md").read_text()
+
+
+def _load(script: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(script.removesuffix(".py"), BENCH / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_busy_is_read_for_the_gpus_the_process_uses(monkeypatch):
+    """nvidia-smi numbers every GPU on the host; a run on CUDA_VISIBLE_DEVICES=1 must report GPU 1's samples."""
+    sampler = _load("throughput.py").UtilizationSampler()
+    sampler.samples = {0: [90.0, 90.0], 1: [10.0, 30.0]}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert sampler.mean(1) == pytest.approx(0.2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert sampler.mean(2) == pytest.approx(0.55)
+
+
+def test_suite_times_the_kernels_in_mirrored_order():
+    """eager, compile and best are timed A B C C B A and each gets the mean of its two timings."""
+    suite = _load("h200_suite.py")
+    calls: list[str] = []
+    times = suite.balanced_bench({k: (lambda k=k: calls.append(k)) for k in ("eager", "compile", "best")})
+    runs = [k for i, k in enumerate(calls) if i == 0 or calls[i - 1] != k]
+    assert runs == ["eager", "compile", "best", "compile", "eager"]  # the two "best" timings run back to back
+    assert calls.count("eager") == calls.count("compile") == calls.count("best") > 0
+    assert set(times) == {"eager", "compile", "best"}
