@@ -157,6 +157,7 @@ class JitFunction:
     aranges: list[tuple[ast.Call, Guards]] = field(default_factory=list)
     dots: list[DotCall] = field(default_factory=list)
     descriptors: list[ast.Call] = field(default_factory=list)
+    descriptor_stores: list[tuple[ast.Call, Guards]] = field(default_factory=list)  # desc.store([...], tile)
     block_ptr_calls: list[ast.Call] = field(default_factory=list)
     program_id_axes: set[int] = field(default_factory=set)
     helper_calls: list[ast.Call] = field(default_factory=list)
@@ -318,6 +319,9 @@ class Resolver:
             return op(left, right) if op else UNKNOWN
         if isinstance(e, ast.BoolOp):
             values = [v(x, depth + 1) for x in e.values]
+            decisive = False if isinstance(e.op, ast.And) else True  # one known False decides an `and`
+            if any(x is not UNKNOWN and bool(x) == decisive for x in values):
+                return decisive
             if any(x is UNKNOWN for x in values):
                 return UNKNOWN
             return all(values) if isinstance(e.op, ast.And) else any(values)
@@ -405,6 +409,9 @@ class _BodyScan(ast.NodeVisitor):
             fn.dots.append(DotCall(node, node.args[0], node.args[1], kw, self.loop_depth > 0, tuple(self.guards)))
         elif tail == "make_tensor_descriptor":
             fn.descriptors.append(node)
+        elif (tail == "store" and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+              and node.func.value.id not in ("tl", "triton", "tle")):
+            fn.descriptor_stores.append((node, tuple(self.guards)))  # a tile stored through a tensor descriptor
         elif tail in ("make_block_ptr", "advance"):
             fn.block_ptr_calls.append(node)
         elif tail == "program_id":
@@ -434,6 +441,31 @@ def _decorator_parts(node: ast.FunctionDef) -> tuple[bool, ast.Call | None]:
 
 def _is_constexpr(annotation: ast.expr | None) -> bool:
     return annotation is not None and _tail(annotation) == "constexpr"
+
+
+class _HostCalls(ast.NodeVisitor):
+    """The if-conditions over each call of one Python function inside another's body."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.guards: list[tuple[ast.expr, bool]] = []
+        self.found: list[Guards] = []
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        for polarity, body in ((True, node.body), (False, node.orelse)):
+            self.guards.append((node.test, polarity))
+            for stmt in body:
+                self.visit(stmt)
+            self.guards.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # nested definitions run elsewhere
+        return
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == self.name:
+            self.found.append(tuple(self.guards))
+        self.generic_visit(node)
 
 
 class SourceModel:
@@ -534,6 +566,34 @@ class SourceModel:
     def merged_params(self, params: dict[str, Any] | None) -> dict[str, Any]:
         return {**self.params_literal, **(params or {})}
 
+    def host_call_guards(self, name: str) -> list[tuple[str, Guards]]:
+        """Every call of the Python function ``name`` from another Python function: (caller, the if-conditions
+        it sits under)."""
+        out: list[tuple[str, Guards]] = []
+        for caller, node in self.python_functions.items():
+            if caller == name:
+                continue
+            scan = _HostCalls(name)
+            for stmt in node.body:
+                scan.visit(stmt)
+            out.extend((caller, guards) for guards in scan.found)
+        return out
+
+    def launch_live(self, launch: Launch, params: dict[str, Any]) -> bool:
+        """False when every call of the launch's host function sits under a condition these parameters rule
+        out (``if PARAMS["TMA"] and ...: return matmul_tma(...)``): that kernel never runs for them."""
+        if not launch.scope:
+            return True
+        calls = self.host_call_guards(launch.scope)
+        if not calls:
+            return True
+        for caller, guards in calls:
+            r = Resolver(self, params, local_exprs=self.scope_locals(caller))
+            if all(not ((value := r.value(test)) is not UNKNOWN and bool(value) != polarity)
+                   for test, polarity in guards):
+                return True
+        return False
+
     def units(self, params: dict[str, Any] | None = None) -> list[Unit]:
         """Every (jit function, binding) the module can run, for these parameter values."""
         merged = self.merged_params(params)
@@ -541,6 +601,9 @@ class SourceModel:
         reached: set[str] = set()
         for launch in self.launches:
             fn = self.functions[launch.kernel]
+            if not self.launch_live(launch, merged):
+                reached.add(fn.name)  # launched, just not with these parameters: no binding from PARAMS either
+                continue
             resolver = Resolver(self, merged, local_exprs=self.scope_locals(launch.scope))
             base_env, options, hardcoded = self._launch_binding(fn, launch, resolver)
             grid_dims = self._grid_dims(launch.grid, resolver)

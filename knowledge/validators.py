@@ -323,35 +323,42 @@ def shared_memory_budget(check: Check) -> list[Finding]:
         return []
     mode = check.fact("pipeline_buffers", "num_stages")
     out = []
-    for tile, stages, elem, in_loop, line, (n_a, n_b) in _matmul_tiles(check):
+    for tile, stages, elem, in_loop, line, (n_a, n_b), pieces in _matmul_tiles(check):
         bm, bn, bk = tile
         if in_loop:
             buffers = max(1, stages - 1) if mode == "num_stages_minus_one" else max(1, stages)
         else:
             buffers = 1
-        need = (n_a * bm * bk + n_b * bk * bn) * elem * buffers
+        # A tile stored through a tensor descriptor (TMA) is staged in shared memory first: the output tile,
+        # or one piece of it when the epilogue stores it in pieces (H200, Triton 3.6: with this term the rule
+        # separates the compiled and the out-of-resources persistent-TMA configs of a 64-config sweep exactly).
+        epilogue = bm * bn * elem // pieces if pieces else 0
+        need = (n_a * bm * bk + n_b * bk * bn) * elem * buffers + epilogue
         if need > budget:
             what = "shared memory" if check.vendor == "nvidia" else "SLM (estimate: used when dot operands are staged through it)"
             tiles = ("(BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N)" if (n_a, n_b) == (1, 1) else
                      f"({n_a} x BLOCK_M*BLOCK_K + {n_b} x BLOCK_K*BLOCK_N, one per distinct dot operand)")
+            staged = (f" + the epilogue's BLOCK_M*BLOCK_N{f' / {pieces}' if pieces > 1 else ''} x {elem} stored "
+                      "through a tensor descriptor" if pieces else "")
             out.append(Finding(
                 f"a {bm}x{bn}x{bk} tile of {elem}-byte elements x {buffers} pipeline buffers "
-                f"(num_stages={stages}) needs {tiles} x {elem} x {buffers} = {need} "
+                f"(num_stages={stages}) needs {tiles} x {elem} x {buffers}{staged} = {need} "
                 f"bytes ({_kib(need)}) of {what}; {check.arch} has {budget} ({_kib(budget)}) per block: lower "
                 "num_stages or the tile", line))
     return _dedupe(out)
 
 
-def _matmul_tiles(check: Check) -> list[tuple[tuple[int, int, int], int, int, bool, int | None, tuple[int, int]]]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K), num_stages, element bytes, whether the dot is pipelined, line, and how many
+def _matmul_tiles(check: Check) -> list[tuple[tuple[int, int, int], int, int, bool, int | None, tuple[int, int], int]]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K), num_stages, element bytes, whether the dot is pipelined, line, how many
     distinct A and B tiles the pipelined dots read (a split-precision GEMM, hi*hi + hi*lo + lo*hi, reads two
-    of each: each is its own multi-buffered copy in shared memory)."""
+    of each: each is its own multi-buffered copy in shared memory), and in how many pieces the kernel stores
+    its output tile through tensor descriptors (0: no descriptor store)."""
     found = []
     if check.model is None:
         tiles = _param_tiles(check.params)
         stages = check.params.get("num_stages", check.default_num_stages())
         if tiles and isinstance(stages, int):
-            found.append((tiles, stages, check.elem_bytes or 2, True, None, (1, 1)))
+            found.append((tiles, stages, check.elem_bytes or 2, True, None, (1, 1), 0))
         return found
     for unit in check.units:
         dots = _live_dots(check, unit)
@@ -371,7 +378,8 @@ def _matmul_tiles(check: Check) -> list[tuple[tuple[int, int, int], int, int, bo
         line = unit.line if unit.fn.name == unit.root else dots[0].line
         looped = [d for d in dots if d.in_loop] or dots
         operands = (len({ast.dump(d.a) for d in looped}), len({ast.dump(d.b) for d in looped}))
-        found.append((tile, stages, max(elem, 1), in_loop, line, operands))  # type: ignore[arg-type]
+        pieces = sum(1 for node, guards in unit.fn.descriptor_stores if check.model.live(guards, unit, check.params))
+        found.append((tile, stages, max(elem, 1), in_loop, line, operands, pieces))  # type: ignore[arg-type]
     return found
 
 

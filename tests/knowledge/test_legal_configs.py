@@ -94,3 +94,45 @@ def test_a_split_precision_gemm_counts_each_distinct_operand_tile() -> None:
     assert not ok and "one per distinct dot operand" in violations[0].message
     single = knowledge.template_source("matmul_bf16")  # one dot, bf16 operands: the same tile fits
     assert knowledge.is_legal(config, "nvidia-sm90", source=single)[0]
+
+
+# The persistent-TMA configurations of the H200 throughput sweep (experiments/results/h200/throughput.json,
+# matmul_bf16.py with TMA=True, bf16 4096^3, Triton 3.6): (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages,
+# SUBTILE, compiled), plus three from gemm_clocks.json. Two ran out of shared memory.
+TMA_SWEEP = [
+    (256, 256, 32, 4, 4, False, False), (128, 64, 64, 4, 5, False, True), (128, 256, 32, 8, 3, False, True),
+    (64, 64, 64, 8, 4, False, True), (64, 256, 64, 4, 5, False, False), (256, 128, 64, 4, 2, True, True),
+    (128, 128, 128, 4, 3, False, True), (64, 64, 32, 4, 5, False, True), (256, 64, 32, 4, 4, False, True),
+    (128, 128, 128, 4, 2, False, True), (64, 256, 64, 4, 5, True, True), (128, 128, 32, 8, 3, True, True),
+    (128, 64, 64, 4, 2, False, True), (128, 64, 128, 4, 2, True, True), (64, 256, 64, 4, 2, True, True),
+    (64, 64, 128, 4, 5, False, True), (128, 64, 32, 8, 4, False, True), (128, 64, 64, 8, 2, True, True),
+    (64, 256, 128, 4, 2, False, True), (64, 128, 32, 4, 2, False, True), (128, 128, 128, 8, 3, False, True),
+    (128, 64, 128, 4, 2, False, True), (128, 256, 32, 4, 5, False, True), (128, 256, 32, 8, 5, True, True),
+    (128, 256, 32, 8, 5, False, True), (128, 128, 64, 4, 3, False, True), (256, 64, 128, 8, 2, False, True),
+    (64, 256, 64, 8, 2, False, True), (64, 256, 64, 4, 3, False, True), (256, 64, 64, 4, 2, False, True),
+    (128, 256, 64, 8, 3, False, True), (128, 256, 64, 8, 4, True, True), (256, 128, 64, 8, 3, False, True),
+]
+
+
+def _tma_config(bm, bn, bk, warps, stages, subtile, *, tma=True) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": warps, "num_stages": stages,
+            "TMA": tma, "SUBTILE": subtile}
+
+
+def test_a_tma_epilogue_counts_its_staged_output_tile() -> None:
+    """A tile stored through a tensor descriptor passes through shared memory: with it counted (half of it when
+    stored in two pieces) the rule calls exactly the two out-of-resources configs of the sweep invalid."""
+    src = knowledge.template_source("matmul_bf16")
+    verdicts = {row: knowledge.is_legal(_tma_config(*row[:6]), "nvidia-sm90", source=src) for row in TMA_SWEEP}
+    assert [row for row, (ok, _) in verdicts.items() if ok != row[6]] == []
+    ok, violations = verdicts[(256, 256, 32, 4, 4, False, False)]
+    assert "epilogue" in violations[0].message and "tensor descriptor" in violations[0].message
+
+
+def test_a_kernel_its_launcher_does_not_call_for_these_parameters_is_not_judged() -> None:
+    """TMA=False never launches the TMA kernel (`if PARAMS["TMA"] and ...: return matmul_tma(...)`): its
+    epilogue must not make a pointer configuration that fits (measured 0.2006 ms on the H200) invalid."""
+    src = knowledge.template_source("matmul_bf16")
+    assert not knowledge.is_legal(_tma_config(256, 256, 32, 4, 4, False), "nvidia-sm90", source=src)[0]
+    assert knowledge.is_legal(_tma_config(256, 256, 32, 4, 4, False, tma=False), "nvidia-sm90", source=src)[0]
+    assert knowledge.is_legal(_tma_config(128, 256, 64, 8, 4, False, tma=False), "nvidia-sm90", source=src)[0]
