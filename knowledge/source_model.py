@@ -158,6 +158,7 @@ class JitFunction:
     dots: list[DotCall] = field(default_factory=list)
     descriptors: list[ast.Call] = field(default_factory=list)
     descriptor_stores: list[tuple[ast.Call, Guards]] = field(default_factory=list)  # desc.store([...], tile)
+    descriptor_loads: list[ast.Call] = field(default_factory=list)  # desc.load([...]): a host or device descriptor
     block_ptr_calls: list[ast.Call] = field(default_factory=list)
     program_id_axes: set[int] = field(default_factory=set)
     helper_calls: list[ast.Call] = field(default_factory=list)
@@ -167,6 +168,12 @@ class JitFunction:
     @property
     def line(self) -> int:
         return self.node.lineno
+
+    @property
+    def uses_descriptors(self) -> bool:
+        """Tiles move through tensor descriptors: made in the kernel, or passed in from the host
+        (``TensorDescriptor``) and read with ``desc.load``."""
+        return bool(self.descriptors or self.descriptor_loads)
 
     def tile_params(self) -> dict[str, str]:
         """{"M": "BLOCK_M", "N": ..., "K": ...} from the constexpr names (BLOCK_M, BLOCK_SIZE_K, BM, TILE_N ...)."""
@@ -409,9 +416,12 @@ class _BodyScan(ast.NodeVisitor):
             fn.dots.append(DotCall(node, node.args[0], node.args[1], kw, self.loop_depth > 0, tuple(self.guards)))
         elif tail == "make_tensor_descriptor":
             fn.descriptors.append(node)
-        elif (tail == "store" and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-              and node.func.value.id not in ("tl", "triton", "tle")):
-            fn.descriptor_stores.append((node, tuple(self.guards)))  # a tile stored through a tensor descriptor
+        elif (tail in ("store", "load") and isinstance(node.func, ast.Attribute)
+              and isinstance(node.func.value, ast.Name) and node.func.value.id not in ("tl", "triton", "tle")):
+            if tail == "store":  # a tile stored through a tensor descriptor
+                fn.descriptor_stores.append((node, tuple(self.guards)))
+            else:
+                fn.descriptor_loads.append(node)
         elif tail in ("make_block_ptr", "advance"):
             fn.block_ptr_calls.append(node)
         elif tail == "program_id":

@@ -225,7 +225,7 @@ def _block_ptr(model: SourceModel, arch: str | None) -> bool:
 
 @_sign("pointer_dot_operands")
 def _pointer_dots(model: SourceModel, arch: str | None) -> bool:
-    return any(fn.dots and not fn.descriptors for fn in model.functions.values())
+    return any(fn.dots and not fn.uses_descriptors for fn in model.functions.values())
 
 
 @_sign("one_program_per_tile")

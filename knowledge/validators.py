@@ -511,7 +511,7 @@ def tensor_descriptors_for_dot(check: Check) -> list[Finding]:
         return []
     return [Finding(f"{fn.name} feeds tl.dot from pointer loads: tensor descriptors (tl.make_tensor_descriptor) "
                     "give 2D block loads and DPAS, often 2x faster", fn.dots[0].line)
-            for fn in check.model.functions.values() if fn.dots and not fn.descriptors]
+            for fn in check.model.functions.values() if fn.dots and not fn.uses_descriptors]
 
 
 # -- advice on structure --------------------------------------------------------------------------------------

@@ -102,3 +102,24 @@ def test_launches_in_the_two_arms_of_an_if_are_not_a_fusion_sign() -> None:
     assert alternative != TWO_KERNELS_NO_SPACE
     assert "fusion" not in knowledge.analyze(alternative)
     assert "fusion" in knowledge.analyze(TWO_KERNELS_NO_SPACE)
+
+
+HOST_DESCRIPTORS = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def mm(a_desc, b_desc, c_desc, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        acc = tl.dot(a_desc.load([0, k]), b_desc.load([k, 0]), acc)
+    c_desc.store([0, 0], acc.to(c_desc.dtype))
+'''
+
+
+def test_descriptors_passed_from_the_host_are_descriptors() -> None:
+    """A kernel that reads its dot operands with desc.load on TensorDescriptors built on the host (TMA on
+    Hopper) is not told to move from pointer tensors to tensor descriptors; a pointer GEMM is."""
+    sign = "tl.dot operands come from pointer tensors, not tensor descriptors"
+    assert sign not in sum(knowledge.analyze_signs(HOST_DESCRIPTORS, "intel-xe2").values(), [])
+    assert sign in sum(knowledge.analyze_signs(MATMUL, "intel-xe2").values(), [])
