@@ -375,24 +375,34 @@ class Resolver:
         return UNKNOWN
 
 
-class _BodyScan(ast.NodeVisitor):
-    """Collects what the rules read from a jit function body, tracking loop nesting for ``tl.dot``."""
+class _GuardedScan(ast.NodeVisitor):
+    """Visits a function body remembering the if-conditions over each node (``guards``): a branch that a
+    binding rules out is dead code for that binding (``if LOOPED: ... else: ...``). Nested definitions are
+    not part of the body."""
 
-    def __init__(self, fn: JitFunction, jit_names: set[str]) -> None:
-        self.fn = fn
-        self.jit_names = jit_names
-        self.loop_depth = 0
+    def __init__(self) -> None:
         self.guards: list[tuple[ast.expr, bool]] = []
 
     def visit_If(self, node: ast.If) -> None:
-        """Remember the conditions a call sits under: a constexpr branch that a binding rules out is dead code
-        for that binding (``if LOOPED: ... else: ...``)."""
         self.visit(node.test)
         for polarity, body in ((True, node.body), (False, node.orelse)):
             self.guards.append((node.test, polarity))
             for stmt in body:
                 self.visit(stmt)
             self.guards.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        return
+
+
+class _BodyScan(_GuardedScan):
+    """Collects what the rules read from a jit function body, tracking loop nesting for ``tl.dot``."""
+
+    def __init__(self, fn: JitFunction, jit_names: set[str]) -> None:
+        super().__init__()
+        self.fn = fn
+        self.jit_names = jit_names
+        self.loop_depth = 0
 
     def _loop(self, node: ast.For | ast.While) -> None:
         self.loop_depth += 1
@@ -401,9 +411,6 @@ class _BodyScan(ast.NodeVisitor):
 
     visit_For = _loop
     visit_While = _loop
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # nested defs are not part of the kernel
-        return
 
     def visit_Call(self, node: ast.Call) -> None:
         name = dotted(node.func)
@@ -453,24 +460,13 @@ def _is_constexpr(annotation: ast.expr | None) -> bool:
     return annotation is not None and _tail(annotation) == "constexpr"
 
 
-class _HostCalls(ast.NodeVisitor):
+class _HostCalls(_GuardedScan):
     """The if-conditions over each call of one Python function inside another's body."""
 
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.name = name
-        self.guards: list[tuple[ast.expr, bool]] = []
         self.found: list[Guards] = []
-
-    def visit_If(self, node: ast.If) -> None:
-        self.visit(node.test)
-        for polarity, body in ((True, node.body), (False, node.orelse)):
-            self.guards.append((node.test, polarity))
-            for stmt in body:
-                self.visit(stmt)
-            self.guards.pop()
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # nested definitions run elsewhere
-        return
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id == self.name:
