@@ -152,8 +152,7 @@ def event_time_interleaved(fns: dict[str, Callable[[], Any]], *, event: Callable
     for r in range(rounds):
         for key in keys if r % 2 == 0 else keys[::-1]:
             fn = fns[key]
-            reps = int(min(max_reps / rounds, max(min_reps / rounds, block_ms / 2 / per_call_ms[key])))
-            reps = max(reps, 1)
+            reps = max(1, int(min(max_reps / rounds, max(min_reps / rounds, block_ms / 2 / per_call_ms[key]))))
             for _ in range(reps):  # settle: the device's clocks and power adapt to this kernel alone
                 flush()
                 fn()
@@ -166,6 +165,26 @@ def event_time_interleaved(fns: dict[str, Callable[[], Any]], *, event: Callable
                 events[key].append((s, e))
     sync()
     return {key: Timing.from_samples([s.elapsed_time(e) for s, e in pairs]) for key, pairs in events.items()}
+
+
+def warm_in_turn(fns: dict[str, Callable[[], Any]], *, seconds: float, sync: Callable[[], None]) -> None:
+    """Run every function in turn for ``seconds``: a GPU at its power cap reaches its steady state, so the next
+    measurement does not catch the boost clocks of an idle board (experiments/results/h200/gemm_clocks.md)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for fn in fns.values():
+            fn()
+        sync()
+
+
+def mirrored_times(fns: dict[str, Callable[[], Any]], time_one: Callable[[Callable[[], Any]], float]) -> dict[str, float]:
+    """Each function timed twice by ``time_one``, in order and then in reverse (A B C C B A), the two averaged:
+    every function gets the same history on average, where a fixed order would favour the first."""
+    keys = list(fns)
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    for key in keys + keys[::-1]:
+        times[key].append(time_one(fns[key]))
+    return {k: sum(v) / len(v) for k, v in times.items()}
 
 
 _REGISTRY: dict[str, Callable[..., Backend]] = {}

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+from evoforge.backends.base import mirrored_times, warm_in_turn
 from evoforge.backends.chain import ChainOptions, _clone
 from evoforge.backends.evaluator import Evaluator
 
@@ -46,23 +47,17 @@ def independent_speedup(task: Task, candidate: Candidate) -> dict[str, float]:
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in tm.get_inputs()]
     a, b = _clone(inputs), _clone(inputs)
     with torch.no_grad():
-        # Mirrored order (ref, candidate, candidate, ref), the two medians averaged: at the power cap a GEMM's
-        # clock depends on what ran just before it, and a fixed order would favour the first.
-        # Two seconds of both in turn first: the board reaches its steady state (from an idle board the first
-        # kernel timed gets the boost clocks; experiments/results/h200/gemm_clocks.md).
-        end = time.perf_counter() + 2.0
-        while time.perf_counter() < end:
-            ref(*a)
-            new(*b)
-            torch.cuda.synchronize()
-        bench = lambda f: triton.testing.do_bench(f, warmup=100, rep=500, return_mode="median")  # noqa: E731
-        r1, n1, n2, r2 = bench(lambda: ref(*a)), bench(lambda: new(*b)), bench(lambda: new(*b)), bench(lambda: ref(*a))
-        ref_ms, new_ms = (r1 + r2) / 2, (n1 + n2) / 2
+        # Two seconds of both in turn, then mirrored order (ref, candidate, candidate, ref): at the power cap a
+        # GEMM's clock depends on what ran before it (experiments/results/h200/gemm_clocks.md).
+        fns = {"ref": lambda: ref(*a), "candidate": lambda: new(*b)}
+        warm_in_turn(fns, seconds=2.0, sync=torch.cuda.synchronize)
+        times = mirrored_times(fns, lambda f: triton.testing.do_bench(f, warmup=100, rep=500, return_mode="median"))
+        ref_ms, new_ms = times["ref"], times["candidate"]
         # The chain's own method on the same objects in this process: where do_bench and the chain disagree,
         # this says whether the method (interleaving) or the sandboxed process makes the difference.
         from evoforge.backends.cuda import CudaBackend
 
-        inter = CudaBackend().time_interleaved({"ref": lambda: ref(*a), "candidate": lambda: new(*b)})
+        inter = CudaBackend().time_interleaved(fns)
     return {"ref_ms": ref_ms, "runtime_ms": new_ms, "speedup": ref_ms / new_ms,
             "interleaved_ref_ms": inter["ref"].median_ms, "interleaved_ms": inter["candidate"].median_ms,
             "interleaved_speedup": inter["ref"].median_ms / inter["candidate"].median_ms,

@@ -252,6 +252,7 @@ def bf16_fns() -> dict[str, Callable[[], Any]]:
 def rounds_of(fns: dict[str, Callable[[], Any]], rounds: int, label: str = "") -> list[dict[str, Any]]:
     """Rounds of the suite's mirrored do_bench and the chain's block timing of the same functions."""
     import triton.testing
+    from evoforge.backends.base import mirrored_times
     from evoforge.backends.cuda import CudaBackend
 
     backend = CudaBackend()
@@ -262,10 +263,7 @@ def rounds_of(fns: dict[str, Callable[[], Any]], rounds: int, label: str = "") -
             f()
         for r in range(rounds):
             keys = list(fns)
-            times: dict[str, list[float]] = {k: [] for k in keys}
-            for k in keys + keys[::-1]:
-                times[k].append(bench(fns[k]))
-            mirrored = {k: sum(v) / 2 for k, v in times.items()}
+            mirrored = mirrored_times(fns, bench)
             blocks = backend.time_interleaved(fns)
             row = {"label": label, "round": r, **{f"mirrored_{k}_ms": v for k, v in mirrored.items()},
                    **{f"blocks_{k}_ms": t.median_ms for k, t in blocks.items()},

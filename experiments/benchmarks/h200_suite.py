@@ -64,17 +64,11 @@ def balanced_bench(fns: dict) -> dict[str, float]:
     other GEMMs). Two seconds of all the functions in turn bring the board to its steady state; the mirrored
     order then gives every function the same history on average (experiments/results/h200/gemm_clocks.md).
     """
-    keys = list(fns)
-    if DEVICE == "cuda":  # the board to its steady state first: from a cool start the first kernel gets the boost
-        end = time.perf_counter() + 2.0
-        while time.perf_counter() < end:
-            for fn in fns.values():
-                fn()
-            torch.cuda.synchronize()
-    times: dict[str, list[float]] = {k: [] for k in keys}
-    for key in keys + keys[::-1]:
-        times[key].append(_bench(fns[key]))
-    return {k: sum(v) / len(v) for k, v in times.items()}
+    from evoforge.backends.base import mirrored_times, warm_in_turn
+
+    if DEVICE == "cuda":
+        warm_in_turn(fns, seconds=2.0, sync=torch.cuda.synchronize)
+    return mirrored_times(fns, _bench)
 
 
 def _inputs(tm):
