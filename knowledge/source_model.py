@@ -492,6 +492,7 @@ class SourceModel:
                 self.constant_lines[node.target.id] = node.lineno
         self.functions: dict[str, JitFunction] = {}
         self.python_functions: dict[str, ast.FunctionDef] = {}
+        self._host_calls: dict[str, list[tuple[str, Guards]]] = {}
         defs = [n for n in ast.walk(self.tree) if isinstance(n, ast.FunctionDef)]
         for node in defs:
             jit, autotune = _decorator_parts(node)
@@ -574,7 +575,12 @@ class SourceModel:
 
     def host_call_guards(self, name: str) -> list[tuple[str, Guards]]:
         """Every call of the Python function ``name`` from another Python function: (caller, the if-conditions
-        it sits under)."""
+        it sits under). Parameter-independent: scanned once per name, read on every ``units(params)``."""
+        if name not in self._host_calls:
+            self._host_calls[name] = self._scan_host_calls(name)
+        return self._host_calls[name]
+
+    def _scan_host_calls(self, name: str) -> list[tuple[str, Guards]]:
         out: list[tuple[str, Guards]] = []
         for caller, node in self.python_functions.items():
             if caller == name:
