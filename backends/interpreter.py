@@ -7,7 +7,7 @@ import platform
 from collections.abc import Callable
 from typing import Any
 
-from evoforge.backends.base import Timing, host_time_interleaved, register
+from evoforge.backends.base import BlockTimer, HostBlockTimer, Timing, host_time_interleaved, register
 
 
 @register("interpreter")
@@ -41,6 +41,12 @@ class InterpreterBackend:
 
     def synchronize(self) -> None:
         pass
+
+    def flush(self) -> None:
+        pass
+
+    def block_timer(self, fn: Callable[[], Any]) -> BlockTimer:
+        return HostBlockTimer(fn, self.synchronize, self.flush)
 
     def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 300.0) -> dict[str, Timing]:
         return host_time_interleaved(fns, sync=self.synchronize, flush=lambda: None, budget_ms=budget_ms,

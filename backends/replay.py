@@ -193,6 +193,12 @@ class ReplayBackend:
     def synchronize(self) -> None:
         pass
 
+    def flush(self) -> None:
+        pass
+
+    def block_timer(self, fn: Callable[[], Any]) -> Any:
+        raise NotImplementedError("the replay backend times nothing: it serves recorded timings")
+
     def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 1000.0) -> dict[str, Timing]:
         raise NotImplementedError("the replay backend times nothing: it serves recorded timings through "
                                   "evaluate(candidate) / Landscape.evaluate(params)")

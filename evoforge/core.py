@@ -23,6 +23,7 @@ class EvalStatus(enum.StrEnum):
     COMPILE_ERROR = "compile_error"  # syntax, import or JIT error
     RUNTIME_ERROR = "runtime_error"  # raised while running
     INCORRECT = "incorrect"  # ran, but does not compute the reference's function
+    IMPLAUSIBLE = "implausible"  # correct, but timed faster than the device's physical floor allows
     TIMEOUT = "timeout"  # killed past its time limit
     CRASHED = "crashed"  # the process died (segfault, abort, OOM kill)
 

@@ -1,0 +1,178 @@
+"""The judge's handle on one candidate's process (backends/runner.py): start it, ask, kill it and what it started.
+
+Requests go out pickled (the judge is trusted); replies come back as JSON of bounded size and are never
+unpickled, so nothing the candidate's process writes can run code here. A reply that is not JSON, carries the
+wrong nonce or comes too late ends the process: its candidate is ``crashed`` or ``timeout``, and the judge goes
+on with the next candidate in a fresh process.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import secrets
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from evoforge.core import EvalStatus
+
+_MAX_REPLY_BYTES = 1 << 20
+_CONTEXT: Any = None
+
+
+def _context() -> Any:
+    """multiprocessing's forkserver, with torch, Triton and the runner imported once in it (before any CUDA
+    context exists, so forking it is safe): a candidate process starts in tens of milliseconds."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        import torch.multiprocessing  # noqa: F401  (registers the CUDA IPC reductions the arena handle travels by)
+
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["evoforge.backends.runner"])
+        _CONTEXT = context
+    return _CONTEXT
+
+
+def warm_up() -> None:
+    """Start the forkserver and wait until it has imported what it preloads (seconds, once per judge), so no
+    candidate's time limit pays for it."""
+    context = _context()
+    process = context.Process(target=_nothing, daemon=True, name="evoforge-warm-up")
+    process.start()
+    process.join()
+
+
+def _nothing() -> None:
+    pass
+
+
+class CandidateGone(Exception):
+    """The candidate's process can no longer answer: the status and message its candidate ends with."""
+
+    def __init__(self, status: EvalStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _signal_name(returncode: int | None) -> str:
+    if returncode is None:
+        return "stopped answering"
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (read from /proc: children of children included)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    found, queue = [], [pid]
+    while queue:
+        for child in parents.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+class CandidateProcess:
+    """One candidate's process: the candidate imported, ModelNew built per shape, forward run on request."""
+
+    def __init__(self, *, spec: dict[str, Any], workdir: Path, startup_timeout_s: float) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        context = _context()
+        self._conn, child_conn = context.Pipe(duplex=True)
+        self._nonce = secrets.token_hex(8)
+        spec = {**spec, "workdir": str(workdir), "nonce": self._nonce}
+        self._process = context.Process(target=_serve, args=(child_conn, spec), daemon=True,
+                                        name="evoforge-candidate")
+        self._process.start()
+        child_conn.close()
+        self.pid = self._process.pid
+        self.requests = 0
+        self.ready = self._read(self._nonce, startup_timeout_s, what="importing the candidate")
+
+    def request(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+        """Send one request and wait for its reply (or for ``timeout_s`` seconds, then kill)."""
+        self.requests += 1
+        nonce = f"{self.requests}-{secrets.token_hex(8)}"
+        try:
+            self._conn.send({"op": op, "nonce": nonce, **payload})
+        except (BrokenPipeError, OSError):
+            pass  # the read below sees the death and says how it died
+        return self._read(nonce, timeout_s, what=op)
+
+    def _read(self, nonce: str, timeout_s: float, *, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + max(timeout_s, 1e-3)
+        try:
+            while not self._conn.poll(max(deadline - time.monotonic(), 0)):
+                if time.monotonic() >= deadline:
+                    self.kill()
+                    raise CandidateGone(EvalStatus.TIMEOUT, f"no result after {timeout_s:.3g} s ({what}: a hang, or "
+                                        "far too slow); the candidate's process was killed")
+            raw = self._conn.recv_bytes(_MAX_REPLY_BYTES)
+        except (EOFError, ConnectionResetError, BrokenPipeError) as e:
+            code = self._reap()
+            raise CandidateGone(EvalStatus.CRASHED, f"the candidate's process {_signal_name(code)} ({what})") from e
+        except OSError as e:  # a length prefix the candidate garbled: a message longer than any reply
+            self.kill()
+            raise CandidateGone(EvalStatus.CRASHED, "the candidate's process wrote something other than its reply "
+                                f"on its channel to the judge ({e}); it was killed") from e
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or reply.get("nonce") != nonce:
+            self.kill()
+            raise CandidateGone(EvalStatus.CRASHED, "the candidate's process wrote something other than its reply on "
+                                f"its channel to the judge: {raw[:120]!r}; it was killed")
+        return reply
+
+    def _reap(self) -> int | None:
+        self._process.join(timeout=10)
+        if self._process.exitcode is None:
+            self.kill()
+        return self._process.exitcode
+
+    def kill(self) -> None:
+        """SIGKILL the process and everything it started (a candidate allowed to start processes)."""
+        if self._process.pid is None:
+            return
+        for pid in [*descendants(self._process.pid), self._process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._process.join(timeout=10)
+
+    def close(self) -> None:
+        if self._process.exitcode is None:
+            try:
+                self._conn.send({"op": "exit", "nonce": ""})
+            except (BrokenPipeError, OSError):
+                pass
+            self._process.join(timeout=2)
+        self.kill()
+        self._conn.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _serve(conn: Any, spec: dict[str, Any]) -> None:
+    from evoforge.backends.runner import serve
+
+    serve(conn, spec)
