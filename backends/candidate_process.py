@@ -21,6 +21,7 @@ from typing import Any
 from evoforge.core import EvalStatus
 
 _MAX_REPLY_BYTES = 1 << 20
+_SINGLE_THREADED = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 _CONTEXT: Any = None
 
 
@@ -29,7 +30,17 @@ def _context() -> Any:
     context exists, so forking it is safe): a candidate process starts in tens of milliseconds."""
     global _CONTEXT
     if _CONTEXT is None:
+        import tempfile
+        from multiprocessing import util
+
         import torch.multiprocessing  # noqa: F401  (registers the CUDA IPC reductions the arena handle travels by)
+
+        if len(tempfile.gettempdir()) > 60:  # the forkserver's socket lives there: AF_UNIX paths hold 107 bytes
+            previous, tempfile.tempdir = tempfile.tempdir, "/tmp"
+            try:
+                util.get_temp_dir()  # made now, kept (and removed at exit) by multiprocessing
+            finally:
+                tempfile.tempdir = previous
 
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["evoforge.backends.runner"])
@@ -38,12 +49,29 @@ def _context() -> Any:
 
 
 def warm_up() -> None:
-    """Start the forkserver and wait until it has imported what it preloads (seconds, once per judge), so no
-    candidate's time limit pays for it."""
+    """Start the forkserver (again, if something ended it) and wait until it has imported what it preloads:
+    seconds, paid here rather than from any candidate's time limit."""
+    from multiprocessing import forkserver
+
     context = _context()
-    process = context.Process(target=_nothing, daemon=True, name="evoforge-warm-up")
-    process.start()
-    process.join()
+    server = forkserver._forkserver  # type: ignore[attr-defined]
+    before = server._forkserver_pid
+    # One thread per candidate process: the math libraries' pools are fixed when they load (in the forkserver),
+    # and a thread the candidate did not start must not look like one it did.
+    saved = {k: os.environ.get(k) for k in _SINGLE_THREADED}
+    os.environ.update(dict.fromkeys(_SINGLE_THREADED, "1"))
+    try:
+        server.ensure_running()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    if server._forkserver_pid != before:
+        process = context.Process(target=_nothing, daemon=True, name="evoforge-warm-up")
+        process.start()
+        process.join()
 
 
 def _nothing() -> None:
@@ -93,6 +121,7 @@ class CandidateProcess:
     """One candidate's process: the candidate imported, ModelNew built per shape, forward run on request."""
 
     def __init__(self, *, spec: dict[str, Any], workdir: Path, startup_timeout_s: float) -> None:
+        warm_up()
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         context = _context()
@@ -128,7 +157,9 @@ class CandidateProcess:
             raw = self._conn.recv_bytes(_MAX_REPLY_BYTES)
         except (EOFError, ConnectionResetError, BrokenPipeError) as e:
             code = self._reap()
-            raise CandidateGone(EvalStatus.CRASHED, f"the candidate's process {_signal_name(code)} ({what})") from e
+            tail = self.output_tail()
+            raise CandidateGone(EvalStatus.CRASHED, f"the candidate's process {_signal_name(code)} ({what})"
+                                + (f"; its last output:\n{tail}" if tail else "")) from e
         except OSError as e:  # a length prefix the candidate garbled: a message longer than any reply
             self.kill()
             raise CandidateGone(EvalStatus.CRASHED, "the candidate's process wrote something other than its reply "
@@ -142,6 +173,16 @@ class CandidateProcess:
             raise CandidateGone(EvalStatus.CRASHED, "the candidate's process wrote something other than its reply on "
                                 f"its channel to the judge: {raw[:120]!r}; it was killed")
         return reply
+
+    def output_tail(self, n: int = 1500) -> str:
+        """The end of what the candidate's process printed (its stdout and stderr share one log)."""
+        try:
+            with open(self.workdir / "output.log", "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(f.tell() - n, 0))
+                return f.read().decode(errors="replace").strip()
+        except OSError:
+            return ""
 
     def _reap(self) -> int | None:
         self._process.join(timeout=10)

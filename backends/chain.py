@@ -36,17 +36,21 @@ from typing import Any
 
 import torch
 from evoforge.backends.arena import Arena, iter_tensors, nested_bytes, share
-from evoforge.backends.base import Backend, Timing, device_turn, interleaved_blocks
+from evoforge.backends.base import Backend, device_turn, interleaved_blocks
 from evoforge.backends.candidate_process import CandidateGone, CandidateProcess
-from evoforge.backends.compare import compare_outputs, flatten_outputs
+from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.backends.guards import OpRecorder, compute_ops
-from evoforge.backends.runner import is_compile_exception
 from evoforge.backends.static import static_check
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from evoforge.task import Task, load_task_module, module_constants_of
 
-_is_compile_exception = is_compile_exception  # the name tests and older callers use
+
+def _is_compile_exception(exc: BaseException) -> bool:
+    """Whether a candidate's exception is a compile failure (the candidate's process classifies its own)."""
+    from evoforge.backends.runner import is_compile_exception
+
+    return is_compile_exception(exc)
 
 STARTUP_TIMEOUT_S = 120.0  # importing a candidate (its module-level code), on top of a fresh process
 
@@ -127,6 +131,20 @@ def _nbytes(x: Any) -> int:
 def _main_dtype(inputs: Any) -> torch.dtype:
     floats = [t for t in flatten_outputs(inputs) if isinstance(t, torch.Tensor) and t.is_floating_point()]
     return floats[0].dtype if floats else torch.float32
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal structure and values, NaN equal to NaN (an unchanged input, a repeated answer)."""
+    ta, tb = list(iter_tensors(a)), list(iter_tensors(b))
+    if len(ta) != len(tb):
+        return False
+    for x, y in zip(ta, tb, strict=True):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if not torch.equal(x, y):
+            if not (x.is_floating_point() and bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all())):
+                return False
+    return True
 
 
 def _finite(value: Any) -> bool:
@@ -244,6 +262,7 @@ class VerificationChain:
         self.notify = notify or (lambda event: None)  # progress for the caller's clock: "turn-wait", "turn"
         self._arena: Arena | None = None
         self._flush_ms: float | None = None
+        self._answers: dict[str, list[Any]] = {}  # per shape, the last trial's expected outputs
 
     @property
     def arena(self) -> Arena:
@@ -258,6 +277,7 @@ class VerificationChain:
         if failure is not None:
             return EvalResult.from_dict({**failure.to_dict(), **base, "eval_s": time.perf_counter() - started})
         process: CandidateProcess | None = None
+        self._answers = {}
         try:
             budget = _Budget(self.options.timeout_s)
             process = self._start(task, candidate, budget)
@@ -349,8 +369,10 @@ class VerificationChain:
             from torch.utils.flop_counter import FlopCounterMode
 
             counter = FlopCounterMode(display=False)
-        with (reference_ops or contextlib.nullcontext()), (counter or contextlib.nullcontext()):
-            expected = loaded.reference(inputs)
+        reference_inputs = _clone(inputs)
+        with (reference_ops or contextlib.nullcontext()), (counter or contextlib.nullcontext()), torch.no_grad():
+            expected = loaded.ref(*reference_inputs)
+        reference_mutates = not _same(reference_inputs, inputs)
         if counter is not None and flops is not None:
             flops.append(counter.get_total_flops())
         if only_if_finite and not _finite(expected):
@@ -359,7 +381,7 @@ class VerificationChain:
         arena = self.arena
         arena.reset()
         arena.reserve(nested_bytes(inputs) + nested_bytes(expected_flat))
-        _, input_desc = share(arena, inputs)
+        lent, input_desc = share(arena, inputs)
         receive, receive_desc = [], []
         for value in expected_flat:
             if isinstance(value, torch.Tensor):
@@ -382,10 +404,23 @@ class VerificationChain:
             if desc is None:
                 got[i] = (reply.get("outputs") or [{}] * len(receive_desc))[i].get("value")
         cmp = compare_outputs(got, expected_flat, reference64=lambda: flatten_outputs(loaded.reference64(inputs)),
+                              rounded64=lambda: flatten_outputs(loaded.reference64(round_significand(inputs))),
                               tolerances={getattr(torch, k): v for k, v in self.options.tolerances.items()})
+        earlier = self._answers.get(key)
+        self._answers[key] = expected_flat
         if not cmp.ok:
-            raise _ChainFailure(EvalStatus.INCORRECT, f"wrong output at {where}: {cmp.message}",
+            hint = ""
+            if earlier is not None and _same(got, earlier):
+                hint = (" — it returned exactly the answer to an earlier call on other inputs (a cached result, "
+                        "keyed on something that repeats such as the input's address)")
+            raise _ChainFailure(EvalStatus.INCORRECT, f"wrong output at {where}: {cmp.message}{hint}",
                                 max_abs_err=cmp.max_abs_err, criterion=cmp.criterion)
+        if not reference_mutates and not _same(list(lent), inputs):
+            changed = next(i for i, (a, b) in enumerate(zip(iter_tensors(list(lent)), iter_tensors(inputs),
+                                                            strict=True)) if not _same(a, b))
+            raise _ChainFailure(EvalStatus.REJECTED, f"forward modified its input tensor {changed} in place at "
+                                f"{where} (the reference leaves its inputs as they were: a caller's tensors are "
+                                "not the kernel's to overwrite)")
         return {"reply": reply, "cmp": cmp}
 
     def _anticheat(self, task: Task, reply: dict[str, Any], where: str, language: str) -> None:
@@ -495,18 +530,11 @@ class VerificationChain:
             floor_ms, memory_floor_ms, compute_floor_ms = floors
             result["floor_ms"] = floor_ms
             result["pct_of_floor"] = 100.0 * floor_ms / cand_ms
-            if cand_ms < 0.97 * memory_floor_ms:
-                raise _ChainFailure(EvalStatus.IMPLAUSIBLE, f"measured {cand_ms:.4g} ms is below the memory floor "
-                                    f"{memory_floor_ms:.4g} ms (every input read and every output written once at "
-                                    "the device's peak bandwidth): impossible, so the timing or the kernel is "
-                                    "suspect", runtime_ms=cand_ms, floor_ms=memory_floor_ms)
-            if cand_ms < 0.97 * compute_floor_ms and "fewer_flops" not in task.allow:
-                raise _ChainFailure(EvalStatus.IMPLAUSIBLE, f"measured {cand_ms:.4g} ms is below the compute floor "
-                                    f"{compute_floor_ms:.4g} ms (the reference's {flops:.3g} FLOPs at the device's "
-                                    "peak): impossible unless the kernel does fewer FLOPs than the reference (an "
-                                    "algebraic rewrite); a task that admits one says so with EVOFORGE_ALLOW = "
-                                    "['fewer_flops']", runtime_ms=cand_ms, floor_ms=compute_floor_ms)
-            result["below_floor"] = cand_ms < 0.97 * compute_floor_ms
+            status, message = floor_verdict(cand_ms, memory_floor_ms=memory_floor_ms,
+                                            compute_floor_ms=compute_floor_ms, flops=flops, allow=task.allow)
+            if status is not None:
+                raise _ChainFailure(status, message, measured_ms=cand_ms)
+            result["below_floor"] = cand_ms < compute_floor_ms
         elif not representative:
             result["message"] = "timed on the Triton interpreter: times are not representative of a GPU"
         return result
@@ -648,12 +676,15 @@ class _CandidateTimer:
             cmp = compare_outputs(got, expected, reference64=None,
                                   tolerances={getattr(torch, k): v for k, v in self.chain.options.tolerances.items()})
             if not cmp.ok:
-                cmp64 = compare_outputs(got, expected, reference64=lambda i=index: flatten_outputs(
-                    self.loaded.reference64(self._pristine[i % self.pool_size])))
+                pristine = self._pristine[index % self.pool_size]
+                cmp64 = compare_outputs(got, expected, reference64=lambda p=pristine: flatten_outputs(
+                    self.loaded.reference64(p)), rounded64=lambda p=pristine: flatten_outputs(
+                    self.loaded.reference64(round_significand(p))))
                 if not cmp64.ok:
                     raise _ChainFailure(EvalStatus.INCORRECT, f"a timed run's output is wrong (call {index + 1} "
                                         f"of timing block {self._blocks}): {cmp.message} — the timed runs must "
-                                        "compute what the correctness trials did, on every input")
+                                        "compute what the correctness trials did, on every input (an answer kept "
+                                        "from an earlier call, or a shortcut taken only when timed)")
         self.chain._request(self.process, self.budget, "drop", "timing (outputs)")
 
     def check(self) -> None:
@@ -693,6 +724,24 @@ def physical_floor_ms(arch: str, *, bytes_moved: int, flops: int, dtype: torch.d
                    or [0]) or None
     compute_ms = flops / (peak * 1e12) * 1e3 if peak and flops else 0.0
     return max(memory_ms * passes, compute_ms), memory_ms, compute_ms
+
+
+def floor_verdict(cand_ms: float, *, memory_floor_ms: float, compute_floor_ms: float, flops: float,
+                  allow: tuple[str, ...]) -> tuple[EvalStatus | None, str]:
+    """``implausible`` for a time no correct kernel can reach: under the memory floor always; under the compute
+    floor (the reference's FLOPs at peak) unless the task admits fewer FLOPs (``EVOFORGE_ALLOW =
+    ["fewer_flops"]``: an algebraic rewrite). 3% slack for the measurement's own spread."""
+    if cand_ms < 0.97 * memory_floor_ms:
+        return EvalStatus.IMPLAUSIBLE, (
+            f"measured {cand_ms:.4g} ms is below the memory floor {memory_floor_ms:.4g} ms (every input read and "
+            "every output written once at the device's peak bandwidth): impossible, so the timing or the kernel "
+            "is suspect")
+    if cand_ms < 0.97 * compute_floor_ms and "fewer_flops" not in allow:
+        return EvalStatus.IMPLAUSIBLE, (
+            f"measured {cand_ms:.4g} ms is below the compute floor {compute_floor_ms:.4g} ms (the reference's "
+            f"{flops:.3g} FLOPs at the device's peak): impossible unless the kernel does fewer FLOPs than the "
+            "reference (an algebraic rewrite); a task that admits one says so with EVOFORGE_ALLOW = ['fewer_flops']")
+    return None, ""
 
 
 def _structure_mismatch(outputs: list[dict[str, Any]], expected: list[Any]) -> str:

@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import evoforge.backends.chain  # noqa: F401  (the judge's modules are here too, in the snapshot: patching them is seen)
+import evoforge.backends.compare  # noqa: F401
 import torch
 import torch._dynamo  # noqa: F401  (its import re-wraps torch functions such as manual_seed: done before any snapshot)
 import torch.utils.deterministic  # noqa: F401
@@ -70,16 +72,18 @@ _INTROSPECTION_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys.
                                    "sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
                                    "gc.get_referents", "sys._current_exceptions"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
-_WATCHED = _PROCESS_EVENTS | _NATIVE_EVENTS | _INTROSPECTION_EVENTS | {"object.__setattr__", "object.__getattr__",
-                                                                       "open", "import"}
-_FORBIDDEN_IMPORTS = {"ctypes": "native", "cffi": "native", "_ctypes": "native", "subprocess": "processes",
-                      "multiprocessing": "processes", "_posixsubprocess": "processes", "threading": "threads",
-                      "_thread": "threads", "concurrent": "threads", "inspect": "introspection",
-                      "gc": "introspection", "torch._dynamo": "compile", "torch._inductor": "compile",
-                      "torch.utils.cpp_extension": "native"}
+_WATCHED = _PROCESS_EVENTS | _NATIVE_EVENTS | _INTROSPECTION_EVENTS | {"object.__getattr__", "open", "import"}
+# Modules whose only use in a candidate is what the task does not allow (most are imported already, by torch or
+# Triton, and then raise no event: their use is what the hook and the wrappers refuse).
+_FORBIDDEN_IMPORTS = {"ctypes": ("native", "native code"), "cffi": ("native", "native code"),
+                      "_ctypes": ("native", "native code"), "subprocess": ("processes", "processes"),
+                      "multiprocessing": ("processes", "processes"), "_posixsubprocess": ("processes", "processes"),
+                      "concurrent": ("threads", "threads"), "torch._inductor": ("compile", "torch.compile"),
+                      "torch.utils.cpp_extension": ("native", "a native extension builder")}
 
 # Modules whose functions the harness (and the judge's protocol through it) relies on: replacing one is tampering.
 PROTECTED_MODULES = ("builtins", "time", "statistics", "math", "gc", "os", "threading", "_thread", "json", "ctypes",
+                     "torch._C",
                      "subprocess", "torch", "torch.cuda", "torch.nn", "torch.nn.functional", "torch.testing",
                      "torch.utils._python_dispatch", "torch.utils.deterministic", "torch.multiprocessing.reductions",
                      "torch.autograd", "triton", "triton.testing", "triton.runtime", "triton.runtime.jit",
@@ -116,6 +120,8 @@ def _skip_introspection_helpers(filename: str, owner: str) -> bool:
 
 
 CANDIDATE_MODULE = "evoforge_candidate"
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python (C types cannot be patched at all)
+_PROTECTED_ROOTS = ("torch", "triton", "evoforge", "statistics", "threading", "time", "json")
 
 
 class CandidateGuard:
@@ -160,10 +166,37 @@ class CandidateGuard:
             return original_compile(*args, **kwargs)
 
         torch.compile = compile_  # type: ignore[assignment]
+        self._guard_dispatch_modes()
         self.snapshot()
 
+    def _guard_dispatch_modes(self) -> None:
+        """The op watch is a TorchDispatchMode: the candidate may not switch dispatch modes off around its ops."""
+        import torch.utils._python_dispatch as python_dispatch
+
+        guard = self
+
+        def wrap(owner: Any, name: str) -> None:
+            original = getattr(owner, name, None)
+            if original is None:
+                return
+
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                guard._refuse_if_candidate("introspection", f"calls {name}: torch ops hidden from the op watch")
+                return original(*args, **kwargs)
+
+            setattr(owner, name, guarded)
+
+        for name in ("_disable_current_modes", "_pop_mode_temporarily", "_pop_mode"):
+            wrap(python_dispatch, name)
+        for name in ("_pop_torch_dispatch_stack", "_unset_dispatch_mode", "_DisableTorchDispatch",
+                     "_DisableTorchFunction", "_DisableTorchFunctionSubclass", "_set_torch_dispatch_mode"):
+            wrap(torch._C, name)
+
     def snapshot(self) -> None:
+        """What replacing would be tampering: the protected modules' functions, classes and submodules, and the
+        methods of the Python classes they define (class attributes are not audited: they are compared)."""
         self._snapshot.clear()
+        self._classes: dict[tuple[type, str], int] = {}
         self._modules = {name: id(sys.modules[name]) for name in PROTECTED_MODULES if name in sys.modules}
         for name in [*self._modules, *(n for n in list(sys.modules) if n.startswith("evoforge."))]:
             module = sys.modules.get(name)
@@ -173,6 +206,16 @@ class CandidateGuard:
             for attr, value in list(vars(module).items()):
                 if callable(value) or isinstance(value, type(sys)):
                     self._snapshot[(name, attr)] = id(value)
+                if (isinstance(value, type) and value.__flags__ & _HEAPTYPE
+                        and str(getattr(value, "__module__", "")).startswith(_PROTECTED_ROOTS)):
+                    for key, member in list(vars(value).items()):
+                        if callable(member) or isinstance(member, staticmethod | classmethod | property):
+                            self._classes[(value, key)] = id(member)
+        # (namespace dict, key, id, what to call it): one flat list, so a sweep is a few thousand lookups
+        self._watched = [(vars(sys.modules[name]), attr, ident, f"replaces {name}.{attr}")
+                         for (name, attr), ident in self._snapshot.items()]
+        self._watched += [(vars(cls), attr, ident, f"patches {cls.__module__}.{cls.__qualname__}.{attr} (a method "
+                           "of a class it does not own)") for (cls, attr), ident in self._classes.items()]
 
     def baseline_threads(self) -> None:
         self._baseline_threads = set(_listdir("/proc/self/task"))
@@ -227,25 +270,19 @@ class CandidateGuard:
                              "this process, and the harness is not the candidate's to read")
             return
         owner = self._owner_past(frame, _skip_stdlib)
-        if event == "object.__setattr__":
-            target, name = args[0], args[1]
-            if owner == "candidate" and isinstance(target, type) and target.__module__ != CANDIDATE_MODULE:
-                where = f"{target.__module__}.{target.__qualname__}.{name}"
-                self._refuse("tamper", f"patches {where} (an attribute of a class it does not own)")
-            return
         if event == "open":
             path = os.fsdecode(args[0]) if isinstance(args[0], str | bytes) else ""
             parts = path.split("/")
-            if (owner == "candidate" and len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit()
-                    and parts[2] != self._pid):
+            if (owner == "candidate" and "introspection" not in self.allow and len(parts) > 2 and parts[1] == "proc"
+                    and parts[2].isdigit() and parts[2] != self._pid):
                 self._refuse("introspection", f"opens {path}: another process's memory, maps or environment")
             return
         if event == "import":
             module = str(args[0])
-            for name, capability in _FORBIDDEN_IMPORTS.items():
+            for name, (capability, what) in _FORBIDDEN_IMPORTS.items():
                 if owner == "candidate" and capability not in self.allow and (
                         module == name or module.startswith(name + ".")):
-                    self._refuse(capability, f"imports {module}")
+                    self._refuse(capability, f"imports {module} ({what})")
             return
         files = []
         f = frame
@@ -268,10 +305,9 @@ class CandidateGuard:
         for name, ident in self._modules.items():
             if id(sys.modules.get(name)) != ident:
                 self._record("tamper", f"replaces the module {name} in sys.modules")
-        for (name, attr), ident in self._snapshot.items():
-            module = sys.modules.get(name)
-            if module is not None and id(vars(module).get(attr)) != ident:
-                self._record("tamper", f"replaces {name}.{attr}")
+        for namespace, attr, ident, what in self._watched:
+            if id(namespace.get(attr)) != ident:
+                self._record("tamper", what)
         if "threads" not in self.allow:
             for tid in set(_listdir("/proc/self/task")) - self._baseline_threads:
                 try:
@@ -414,7 +450,11 @@ class Harness:
             self._sync()
             self._events = (torch.cuda.Event, start.elapsed_time)
         self.arena.attach(self.spec["arena"])
-        self.guard.baseline_threads()
+        import numpy
+
+        for dtype in (numpy.float32, numpy.float64):  # BLAS's own pool, if it keeps one, starts now
+            numpy.ones((256, 256), dtype=dtype) @ numpy.ones((256, 256), dtype=dtype)
+        self.guard.baseline_threads()  # threads that exist now are the libraries'; a new one is the candidate's
         self.guard.install()
         self._load()
 
@@ -474,15 +514,16 @@ class Harness:
             kind = "compile_error" if is_compile_exception(e) else "runtime_error"
             raise _Failure(kind, f"{what}: " + _short_traceback(e, self.source_file)) from e
 
-    def _check_outputs(self, out: Any, receive: list[Any] | None) -> tuple[list[Any], list[dict[str, Any]]]:
+    def _check_outputs(self, out: Any) -> tuple[list[Any], list[dict[str, Any]]]:
+        """The outputs, flat, and what the judge is told of them; a tensor subclass (a value computed lazily,
+        when first read) is a violation."""
         flat = _flatten(out)
-        described = [_describe(v) for v in flat]
         for i, value in enumerate(flat):
             if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
                 self.guard.violations.append({"kind": "lazy", "message": f"returns a {type(value).__name__} (a "
-                                              "torch.Tensor subclass) as output {i}: outputs must be plain tensors, "
-                                              "computed when forward returns"})
-        return flat, described
+                                              f"torch.Tensor subclass) as output {i}: outputs must be plain "
+                                              "tensors, computed when forward returns"})
+        return flat, [_describe(v) for v in flat]
 
     def call(self, request: dict[str, Any]) -> dict[str, Any]:
         model = self.models[request["key"]]
@@ -499,7 +540,7 @@ class Harness:
             if recorder is not None:
                 stack.enter_context(recorder)
             out = self._forward(model, inputs, request.get("what", "forward raised"))
-        flat, described = self._check_outputs(out, request.get("receive"))
+        flat, described = self._check_outputs(out)
         reply: dict[str, Any] = {"launches": launches.launches, "outputs": described,
                                  "ops": dict(recorder.ops) if recorder is not None else {},
                                  "streams": len(launches.streams)}
@@ -596,7 +637,7 @@ class Harness:
     def fetch(self, request: dict[str, Any]) -> dict[str, Any]:
         copied = []
         for index, receive in zip(request["indices"], request["receive"], strict=True):
-            flat, _ = self._check_outputs(self.kept[index], receive)
+            flat, _ = self._check_outputs(self.kept[index])
             copied.append(self._copy_into(flat, receive))
         return {"copied": copied}
 
@@ -624,11 +665,22 @@ def serve(conn: Any, spec: dict[str, Any]) -> None:
     unpickles anything this process wrote.
     """
     _die_with_parent()
-    os.dup2(2, 1)  # whatever the candidate prints goes to the log, not to a channel
-    sys.stdout = sys.stderr
+    # Only the channel to the judge and the standard streams stay open: the forkserver's and the resource
+    # tracker's pipes that multiprocessing hands a child are nothing a candidate should be able to write to.
+    keep = sorted({0, 1, 2, conn.fileno()})
+    for low, high in zip(keep, [*keep[1:], 1 << 16], strict=True):
+        os.closerange(low + 1, high)
     workdir = spec["workdir"]
+    log = os.open(os.path.join(workdir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)  # whatever the candidate prints goes to its log (the judge quotes its tail on a crash)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.stdout = sys.stderr
     os.chdir(workdir)
     os.environ.update({"HOME": workdir, "TMPDIR": workdir})
+    import tempfile
+
+    tempfile.tempdir = workdir  # the forkserver may have cached its own
     harness = Harness(spec)
 
     def reply(nonce: Any, body: dict[str, Any]) -> None:

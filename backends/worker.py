@@ -84,12 +84,11 @@ def main() -> int:
     _limit_resources()
     import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
     from evoforge.backends.base import get_backend
+    from evoforge.backends.candidate_process import warm_up
     from evoforge.backends.chain import ChainOptions, VerificationChain
 
     from evoforge.core import Candidate, json_safe
     from evoforge.task import Task
-
-    from evoforge.backends.candidate_process import warm_up
 
     warm_up()  # the forkserver that starts candidates' processes, with torch and Triton imported in it
     chains: dict[str, VerificationChain] = {}  # one per backend: the judge's state (its arena) lives on
