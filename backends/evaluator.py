@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from evoforge.backends.base import get_backend
 from evoforge.backends.chain import ChainOptions
 from evoforge.backends.sandbox import Sandbox
 from evoforge.backends.static import static_check
@@ -37,17 +38,27 @@ def precheck(candidate: Candidate, *, backend: str, arch: str, knowledge: bool =
 
 
 class Evaluator:
-    """Evaluates candidates of one backend, one at a time, reusing one sandboxed process."""
+    """Evaluates candidates of one backend, one at a time, reusing one sandboxed process.
 
-    def __init__(self, *, backend: str, arch: str, options: ChainOptions | None = None, timeout_s: float = 120.0,
-                 knowledge: bool = True, backend_options: dict[str, Any] | None = None,
+    Built from a backend's name alone: the backend says how its evaluation process is set up (the interpreter's
+    ``TRITON_INTERPRET=1`` and memory limit), so ``Evaluator(backend="interpreter")`` works wherever it is made.
+    ``child_env`` adds variables to the backend's; ``memory_limit_bytes`` replaces the backend's limit.
+    ``arch`` defaults to the device's (which, on a GPU, asks the driver).
+    """
+
+    def __init__(self, *, backend: str, arch: str | None = None, options: ChainOptions | None = None,
+                 timeout_s: float = 120.0, knowledge: bool = True, backend_options: dict[str, Any] | None = None,
                  child_env: dict[str, str] | None = None, memory_limit_bytes: int | None = None) -> None:
-        self.backend = backend
-        self.arch = arch
+        device = get_backend(backend, arch=arch, **(backend_options or {}))
+        process = device.evaluation_process()
+        self.backend = device.name
+        self.arch = arch or device.arch
         self.options = options or ChainOptions()
         self.knowledge = knowledge
-        self.sandbox = Sandbox(backend=backend, backend_options={**(backend_options or {}), "arch": arch},
-                               timeout_s=timeout_s, child_env=child_env, memory_limit_bytes=memory_limit_bytes)
+        limit = memory_limit_bytes if memory_limit_bytes is not None else process.memory_limit_bytes
+        self.sandbox = Sandbox(backend=self.backend, backend_options={**(backend_options or {}), "arch": self.arch},
+                               timeout_s=timeout_s, child_env={**process.env, **(child_env or {})},
+                               memory_limit_bytes=limit)
 
     def precheck(self, candidate: Candidate) -> EvalResult | None:
         return precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)

@@ -495,6 +495,7 @@ class Ablation:
             return False
         import ray
 
+        from evoforge.backends.base import get_backend
         from evoforge.search.pool import init_ray
 
         if ray.is_initialized():
@@ -503,7 +504,8 @@ class Ablation:
         workers = max([self.spec.config_for(v, self.spec.seeds[0], self.out_dir).workers
                        for v in self.spec.variants] + [2])
         # On a GPU the pool's size follows the devices (evaluators_per_device each): let Ray count the CPUs.
-        local_cpus = workers if first.backend == "interpreter" else None
+        on_devices = get_backend(first.backend, arch=first.arch or None).device_count() > 0
+        local_cpus = None if on_devices else workers
         init_ray(first.ray_address, num_cpus=None if first.ray_address else local_cpus)
         return True
 

@@ -23,7 +23,7 @@ from evoforge.mutators.base import Failure, MutationContext, MutationError, Muta
 from evoforge.search.base import Proposal, Strategy
 from evoforge.search.cache import ResultCache
 from evoforge.search.store import Store, atomic_write
-from evoforge.task import Task
+from evoforge.task import Task, read_candidate_file
 
 log = logging.getLogger("evoforge.campaign")
 
@@ -71,40 +71,6 @@ class TaskState:
         return tuple(out)
 
 
-def template_entry_for(task: Task) -> tuple[Path, dict[str, Any]] | None:
-    """The shipped template that serves a task, and its manifest entry (knowledge/templates/index.yaml)."""
-    import yaml
-
-    import evoforge.knowledge as kb
-
-    index = Path(kb.__file__).parent / "templates" / "index.yaml"
-    if not index.exists():
-        return None
-    data = yaml.safe_load(index.read_text()) or {}
-    entries = data.get("templates", data) if isinstance(data, dict) else data
-    items = entries.items() if isinstance(entries, dict) else ((e.get("file"), e) for e in entries)
-    for file_name, entry in items:
-        tasks = entry.get("tasks", []) if isinstance(entry, dict) else []
-        if task.name in tasks or Path(task.path).stem in [Path(t).name for t in tasks]:
-            return index.parent / (entry.get("file") or file_name), entry
-    return None
-
-
-def find_template_for(task: Task) -> Path | None:
-    found = template_entry_for(task)
-    return found[0] if found else None
-
-
-def template_floor_passes(task: Task) -> float | None:
-    found = template_entry_for(task)
-    if not found:
-        return None
-    passes = found[1].get("floor_passes")
-    if isinstance(passes, dict):
-        passes = passes.get(task.name)
-    return float(passes) if passes is not None else None
-
-
 class Campaign:
     def __init__(self, config: CampaignConfig, *, resume: bool = False, progress: bool = True) -> None:
         self.config = config
@@ -124,7 +90,7 @@ class Campaign:
 
     # ---------------------------------------------------------------- set-up
     def _load_tasks(self) -> list[tuple[Task, Candidate]]:
-        from evoforge.cli import read_candidate_file
+        from evoforge.knowledge import find_template_for, template_floor_passes
 
         if not self.config.tasks:
             raise UsageError("no tasks: give --task T or [[tasks]] in the config")
@@ -162,20 +128,16 @@ class Campaign:
                             initial=(seed,))
 
     def setup(self) -> None:
-        from evoforge.backends.base import get_backend
+        from evoforge.backends.base import available_backend
         from evoforge.backends.chain import ChainOptions
-        from evoforge.cli import INTERPRETER_MEMORY_LIMIT
-        from evoforge.search.pool import EvalPool, init_ray
+        from evoforge.search.pool import EvalPool, init_ray, pool_shape
 
         cfg = self.config
         if not self.resume and (self.run_dir / "config.json").exists():
             raise UsageError(f"--out {self.run_dir}: already holds a campaign; continue it with "
                              f"`evoforge run --resume {self.run_dir}`, or choose another --out")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        backend = get_backend(cfg.backend, arch=cfg.arch or None)
-        ok, reason = backend.available()
-        if not ok:
-            raise UsageError(f"--backend {cfg.backend}: not available here ({reason}); try --backend interpreter")
+        backend = available_backend(cfg.backend, arch=cfg.arch or None)
         self.backend = backend
         if cfg.backend == "auto":
             cfg.backend = backend.name
@@ -196,26 +158,13 @@ class Campaign:
                       or self.mutators[op].applicable(seed, None)]
             self.tasks[task.name] = TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed)
             self.store.study(task.name)
-        # Several actors per GPU: they take turns to measure (device_turn), so one compiles while another runs.
-        num_gpus = 1.0 / cfg.evaluators_per_device if backend.name in ("cuda", "xpu") else 0.0
-        workers = cfg.workers or self._default_workers(backend)
+        workers, num_gpus = pool_shape(backend, workers=cfg.workers, per_device=cfg.evaluators_per_device)
         init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2))
+        # The knowledge base's hard rules were checked here, before the pool (precheck): not again in the actors.
         evaluator_kwargs = {"backend": backend.name, "arch": cfg.arch, "options": options.to_dict(),
-                            "timeout_s": cfg.timeout_s, "knowledge": False, "child_env": backend.child_env(),
-                            "memory_limit_bytes": INTERPRETER_MEMORY_LIMIT if backend.name == "interpreter" else None}
+                            "timeout_s": cfg.timeout_s, "knowledge": False}
         self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
                              timeout_s=cfg.timeout_s)
-
-    def _default_workers(self, backend: Any) -> int:
-        if backend.name == "cuda":
-            import torch
-
-            return max(1, torch.cuda.device_count()) * self.config.evaluators_per_device
-        if backend.name == "xpu":
-            import torch
-
-            return max(1, torch.xpu.device_count()) * self.config.evaluators_per_device
-        return 2
 
     # ---------------------------------------------------------------- resume
     def restore(self) -> int:

@@ -15,6 +15,7 @@ Public API::
     legal_configs(space, arch, *, source=None, elem_bytes=None, ...) -> list[dict]
     allowed_input_precisions(arch, dtype) -> list[str]
     template_names() / template_source(name)
+    find_template_for(task) / template_entry_for(task) / template_floor_passes(task)
 
 An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
 """
@@ -23,7 +24,13 @@ from evoforge.knowledge.hardware import arch_names, ceilings, hardware_summary, 
 from evoforge.knowledge.legality import is_legal, legal_configs, validate
 from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype
 from evoforge.knowledge.rulebook import STAGE_NAMES, Rule, Severity, hard_rule_prompt, rules
-from evoforge.knowledge.seed_templates import template_names, template_source
+from evoforge.knowledge.seed_templates import (
+    find_template_for,
+    template_entry_for,
+    template_floor_passes,
+    template_names,
+    template_source,
+)
 from evoforge.knowledge.stages import Stage, analyze, analyze_signs, stages
 from evoforge.knowledge.validators import Violation
 
@@ -47,6 +54,9 @@ __all__ = [
     "resolve_arch",
     "rules",
     "stages",
+    "find_template_for",
+    "template_entry_for",
+    "template_floor_passes",
     "template_names",
     "template_source",
     "validate",

@@ -28,11 +28,13 @@ def relu_task():
 
 @pytest.fixture(scope="session")
 def interpreter_evaluator():
-    """One sandboxed evaluation process reused across tests, as a campaign reuses it."""
-    from evoforge.cli import make_evaluator
+    """One sandboxed evaluation process reused across tests, as a campaign reuses it. Built from the backend's
+    name alone: the interpreter brings its own environment (TRITON_INTERPRET=1) and memory limit."""
+    from evoforge.backends.chain import ChainOptions
+    from evoforge.backends.evaluator import Evaluator
 
-    evaluator = make_evaluator(backend_name="interpreter", arch=None, trials=3, timeout_s=10, knowledge=False,
-                               timing=False)
+    evaluator = Evaluator(backend="interpreter", options=ChainOptions(trials=3, timing=False, seed=42),
+                          timeout_s=10, knowledge=False)
     yield evaluator
     evaluator.close()
 
