@@ -19,7 +19,8 @@ from typing import Any
 from evoforge.backends.evaluator import precheck
 from evoforge.config import CampaignConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
-from evoforge.mutators.base import Failure, MutationContext, MutationError, Mutator
+from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
+from evoforge.mutators.registry import PARAMS, family_of
 from evoforge.search.base import Proposal, Strategy
 from evoforge.search.cache import ResultCache
 from evoforge.search.store import Store, atomic_write
@@ -116,10 +117,16 @@ class Campaign:
         return out
 
     def _make_mutators(self, arch: str) -> dict[str, Mutator]:
-        from evoforge.campaign_operators import build_mutators
+        """The operators the config names, from the one registry; the LLM client only when a model is set."""
+        from evoforge.mutators.llm_client import OpenAIClient
+        from evoforge.mutators.registry import OperatorSettings, build_operators
 
-        mutators, self.llm = build_mutators(self.config, arch=arch, run_dir=self.run_dir)
-        return mutators
+        llm = self.config.llm
+        if llm.enabled:
+            self.llm = OpenAIClient(config=replace(llm, cache_dir=llm.cache_dir or str(self.run_dir / "llm-cache")),
+                                    seed=self.config.seed)
+        settings = OperatorSettings(arch=arch, seed=self.config.seed, llm=llm, client=self.llm)
+        return build_operators(self.config.operators, settings)
 
     def _strategy(self, seed: Candidate, operators: list[str], index: int) -> Strategy:
         from evoforge.search.strategies import get_strategy
@@ -149,12 +156,10 @@ class Campaign:
         self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
                                  backend=backend.name, arch=cfg.arch, options=options.to_dict())
         self.mutators = self._make_mutators(cfg.arch)
-        operators = [op for op in ["params", *self.mutators] if op == "params" or op in self.mutators]
-        if "params" not in cfg.operators:
-            operators.remove("params")
+        operators = [PARAMS, *self.mutators] if PARAMS in cfg.operators else list(self.mutators)
         for i, (task, seed) in enumerate(pairs):
             # Operators that can act on the seed's structure (LLM operators can act on any).
-            usable = [op for op in operators if op == "params" or "llm" in op
+            usable = [op for op in operators if op == PARAMS or family_of(op) == "llm"
                       or self.mutators[op].applicable(seed, None)]
             self.tasks[task.name] = TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed)
             self.store.study(task.name)
@@ -211,12 +216,12 @@ class Campaign:
 
     async def _materialize(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         """Turn a proposal into a child, or into an ``invalid`` result saying why no child could be made."""
-        from evoforge.mutators.llm_client import LLMError, scrub_secrets
+        from evoforge.mutators.llm_client import scrub_secrets
 
         parents = proposal.parents or (state.seed,)
         parent = parents[0]
         if proposal.params is not None:
-            return parent.with_params(proposal.params, operator=proposal.operator or "params",
+            return parent.with_params(proposal.params, operator=proposal.operator or PARAMS,
                                       parents=(parent.id,), stage=proposal.stage, meta={})
         if proposal.operator == "seed":
             return parent
@@ -249,7 +254,7 @@ class Campaign:
 
     async def _fallback(self, parent: Candidate, context: MutationContext) -> Candidate | None:
         for name, mutator in self.mutators.items():
-            if "llm" in name or not mutator.applicable(parent, context.parent_result):
+            if family_of(name) == "llm" or not mutator.applicable(parent, context.parent_result):
                 continue
             try:
                 return await mutator.propose((parent,), context)
@@ -260,7 +265,7 @@ class Campaign:
 
             rng = random.Random(context.seed)
             key = rng.choice(sorted(parent.space))
-            return parent.with_params({key: rng.choice(parent.space[key])}, operator="params",
+            return parent.with_params({key: rng.choice(parent.space[key])}, operator=PARAMS,
                                       parents=(parent.id,), meta={"fallback": True})
         return None
 
@@ -271,7 +276,7 @@ class Campaign:
         ``invalid`` (so it is not proposed again) but is neither evaluated, recorded nor counted in the budget.
         Structure changes (rule and LLM operators) that break a rule are still recorded as ``invalid`` children.
         """
-        if not self.config.knowledge or child.operator != "params" or state.illegal_skipped >= 10 * max(
+        if not self.config.knowledge or child.operator != PARAMS or state.illegal_skipped >= 10 * max(
                 1, self.config.budget_evals):
             return False
         from evoforge import knowledge

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from evoforge.mutators.base import MutationContext
-from evoforge.mutators.llm_client import LLMClient
+from evoforge.mutators.llm_client import OpenAIClient
 from evoforge.mutators.llm_ops import LLMOptimize
 from evoforge.search.strategies.evolution import EvolutionStrategy
 
@@ -16,7 +16,7 @@ from tests.mutators.test_llm_ops import CORRECT, FASTER, REFERENCE, module
 
 
 def test_the_bandit_credits_an_llm_child_that_beat_its_parent(fake_llm: FakeLLMServer,
-                                                               make_client: Callable[..., LLMClient]) -> None:
+                                                               make_client: Callable[..., OpenAIClient]) -> None:
     seed = Candidate.from_source(CORRECT, task="add")
     strategy = EvolutionStrategy(seed=0, initial=(seed,), operators=("llm-optimize",))
     parent_result = EvalResult(EvalStatus.OK, runtime_ms=2.0, ref_ms=2.0, speedup=1.0)
