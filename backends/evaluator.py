@@ -1,40 +1,16 @@
-"""The chain's front door: checks that need no process, then the sandboxed run."""
+"""The chain's front door: checks that need no process (``precheck``), then the sandboxed run."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from evoforge.backends.base import get_backend
 from evoforge.backends.chain import ChainOptions
+from evoforge.backends.precheck import precheck
 from evoforge.backends.sandbox import Sandbox
-from evoforge.backends.static import static_check
 
-from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.core import Candidate, EvalResult
 from evoforge.task import Task
-
-
-def knowledge_violations(candidate: Candidate, arch: str, triton_version: str | None = None) -> EvalResult | None:
-    """A hard-rule violation of the target hardware is ``invalid`` before anything compiles."""
-    from evoforge import knowledge
-
-    violations = [v for v in knowledge.validate(candidate, arch, triton_version=triton_version)
-                  if v.severity == "hard"]
-    if not violations:
-        return None
-    lines = [f"{v.rule}" + (f" (line {v.line})" if v.line else "") + f": {v.message}" for v in violations]
-    return EvalResult.failure(EvalStatus.INVALID, "breaks hard rule(s) of " + arch + ":\n" + "\n".join(lines),
-                              arch=arch, details={"rules": [v.rule for v in violations]})
-
-
-def precheck(candidate: Candidate, *, backend: str, arch: str, knowledge: bool = True) -> EvalResult | None:
-    """Static checks and the target's hard rules: what needs no process. None when the candidate may run."""
-    failure = static_check(candidate.source, language=candidate.language)
-    if failure is None and knowledge:
-        failure = knowledge_violations(candidate, arch)
-    if failure is not None:
-        return replace(failure, backend=backend, arch=arch)
-    return None
 
 
 class Evaluator:
@@ -61,10 +37,12 @@ class Evaluator:
                                memory_limit_bytes=limit)
 
     def precheck(self, candidate: Candidate) -> EvalResult | None:
-        return precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
+        return precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)[1]
 
     def evaluate(self, task: Task, candidate: Candidate) -> EvalResult:
-        return self.precheck(candidate) or self.sandbox.evaluate(task, candidate, self.options.to_dict())
+        # A candidate stamped by the campaign's precheck is not checked statically again; the stamp goes on.
+        checked, failure = precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
+        return failure or self.sandbox.evaluate(task, checked, self.options.to_dict())
 
     def close(self) -> None:
         self.sandbox.close()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evoforge.backends.evaluator import precheck
+from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
@@ -361,9 +361,11 @@ class Campaign:
                     if self._outside_legal_space(state, made):
                         state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
                         continue
+                    # The child's one static check; its verdict travels with it to the actor and the chain.
+                    made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
+                                           knowledge=self.config.knowledge)
                     self.store.save_candidate(made)
-                    early = precheck(made, backend=self.backend.name, arch=self.config.arch,
-                                     knowledge=self.config.knowledge) or self.cache.get(state.task.key(), made)
+                    early = early or self.cache.get(state.task.key(), made)
                     if early is not None:
                         state.in_flight -= 1
                         self._absorb(state, made, early)
