@@ -21,9 +21,9 @@ from evoforge.config import CampaignConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
 from evoforge.mutators.registry import PARAMS, family_of
-from evoforge.search.base import Proposal, Strategy
+from evoforge.search.base import Proposal, Store, Strategy
 from evoforge.search.cache import ResultCache
-from evoforge.search.store import Store, atomic_write
+from evoforge.search.store import OptunaStore, atomic_write
 from evoforge.task import Task, read_candidate_file
 
 log = logging.getLogger("evoforge.campaign")
@@ -150,7 +150,7 @@ class Campaign:
             cfg.backend = backend.name
         cfg.arch = cfg.arch or backend.arch
         pairs = self._load_tasks()
-        self.store = Store(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
+        self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
         cfg.write(self.run_dir / "config.json")
         options = ChainOptions(trials=cfg.trials, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
         self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
