@@ -172,6 +172,20 @@ def test_the_graph_is_read_from_the_code() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def test_docs_architecture_names_what_the_code_has() -> None:
+    """docs/architecture.md lists every face module and points to conformance suites that exist."""
+    import re
+
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`(evoforge(?:\.\w+)*)`", doc))
+    assert FACE - named == set(), f"face modules missing from docs/architecture.md: {sorted(FACE - named)}"
+    paths = set(re.findall(r"`((?:tests|backends|mutators|search|knowledge|evoforge)/[\w/]+\.(?:py|yaml|md))`", doc))
+    missing = sorted(p for p in paths if not (REPO / p).exists())
+    assert not missing, f"docs/architecture.md names files that do not exist: {missing}"
+    assert {"test_conformance.py", "test_store_conformance.py", "test_llm_client_conformance.py"} <= {
+        Path(p).name for p in paths}
+
+
 def main() -> None:
     graph = import_graph()
     by_floor: dict[str, list[str]] = defaultdict(list)
