@@ -1,4 +1,9 @@
-"""The search credits an operator under the name its children carry (STYLE: one name per concept)."""
+"""The search credits an operator under the name its children carry (STYLE: one name per concept).
+
+Before the operator registry this failed: the strategy's arm was ``llm-optimize`` while LLMOptimize's children
+carried ``llm_optimize``, so an LLM child that halved the runtime left the arm at 0 uses. The mutator
+conformance suite checks the same for every registered operator.
+"""
 
 from __future__ import annotations
 
