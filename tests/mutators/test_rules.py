@@ -170,3 +170,8 @@ def test_children_of_templates_still_parse(tmp_path: Path) -> None:
     path.write_text(child.source)
     compile(child.source, str(path), "exec")
     assert child.params["LOOPED"] == 1
+
+
+def test_every_rule_operator_names_a_stage_of_the_knowledge_base() -> None:
+    ops = build_operators(["rule"], OperatorSettings(arch="nvidia-sm90")).values()
+    assert {op.stage for op in ops} <= set(knowledge.STAGE_NAMES)  # type: ignore[attr-defined]
