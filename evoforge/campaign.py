@@ -149,13 +149,15 @@ class Campaign:
         if cfg.backend == "auto":
             cfg.backend = backend.name
         cfg.arch = cfg.arch or backend.arch
+        # Before the config is written: a retry after an operator that cannot be built is not told the run
+        # directory already holds a campaign.
+        self.mutators = self._make_mutators(cfg.arch)
         pairs = self._load_tasks()
         self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
         cfg.write(self.run_dir / "config.json")
         options = ChainOptions(trials=cfg.trials, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
         self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
                                  backend=backend.name, arch=cfg.arch, options=options.to_dict())
-        self.mutators = self._make_mutators(cfg.arch)
         operators = [PARAMS, *self.mutators] if PARAMS in cfg.operators else list(self.mutators)
         for i, (task, seed) in enumerate(pairs):
             # Operators that can act on the seed's structure (LLM operators can act on any).
