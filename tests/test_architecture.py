@@ -172,6 +172,22 @@ def test_the_graph_is_read_from_the_code() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def test_nothing_outside_backends_branches_on_a_backend_name() -> None:
+    """Backend-specific set-up belongs to the backend (``evaluation_process``, ``device_count``), not to callers."""
+    names = {"cuda", "xpu", "interpreter", "replay"}
+    found = []
+    for module, path in modules().items():
+        if module.startswith("evoforge.backends"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    consts = [side, *getattr(side, "elts", [])]
+                    if any(isinstance(c, ast.Constant) and c.value in names for c in consts):
+                        found.append(f"{module}:{node.lineno}")
+    assert not found, f"branches on a backend's name: {found}"
+
+
 def test_docs_architecture_names_what_the_code_has() -> None:
     """docs/architecture.md lists every face module and points to conformance suites that exist."""
     import re
