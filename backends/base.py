@@ -32,6 +32,19 @@ class Timing:
                    representative=representative, samples_ms=tuple(samples_ms))
 
 
+@dataclass(frozen=True)
+class EvaluationProcess:
+    """What a backend's sandboxed evaluation process needs, set before it imports Triton.
+
+    ``env``: variables the device needs (``TRITON_INTERPRET=1`` for the interpreter). ``memory_limit_bytes``: an
+    address-space limit for the process, or None where the device forbids one (a GPU driver maps far more
+    virtual memory than any useful limit).
+    """
+
+    env: dict[str, str] = field(default_factory=dict)
+    memory_limit_bytes: int | None = None
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A device the chain can run and time kernels on.
@@ -58,8 +71,12 @@ class Backend(Protocol):
     @property
     def properties(self) -> dict[str, Any]: ...
 
-    def child_env(self) -> dict[str, str]:
-        """Environment variables the evaluation process needs before it imports Triton."""
+    def evaluation_process(self) -> EvaluationProcess:
+        """How the sandboxed evaluation process of this device is set up (environment, memory limit)."""
+        ...
+
+    def device_count(self) -> int:
+        """Devices of this kind the process sees; 0 for a backend that runs on the host (interpreter, replay)."""
         ...
 
     def synchronize(self) -> None: ...
@@ -264,6 +281,17 @@ def backend_names() -> list[str]:
 
 def _load_builtin() -> None:
     from evoforge.backends import cuda, interpreter, replay, xpu  # noqa: F401  (registration side effect)
+
+
+def available_backend(name: str = "auto", *, flag: str = "--backend", **options: Any) -> Backend:
+    """``get_backend``, and a one-line UsageError naming ``flag`` when the backend cannot run here."""
+    from evoforge.core import UsageError
+
+    backend = get_backend(name, **options)
+    ok, reason = backend.available()
+    if not ok:
+        raise UsageError(f"{flag} {name}: not available here ({reason}); try {flag} interpreter")
+    return backend
 
 
 def get_backend(name: str = "auto", **options: Any) -> Backend:

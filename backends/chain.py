@@ -40,7 +40,7 @@ from evoforge.backends.base import Backend, device_turn, interleaved_blocks
 from evoforge.backends.candidate_process import CandidateGone, CandidateProcess
 from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.backends.guards import OpRecorder, compute_ops
-from evoforge.backends.static import static_check
+from evoforge.backends.precheck import static_verdict
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from evoforge.task import Task, load_task_module, module_constants_of
@@ -273,7 +273,7 @@ class VerificationChain:
     def run(self, task: Task, candidate: Candidate) -> EvalResult:
         started = time.perf_counter()
         base = {"backend": self.backend.name, "arch": self.backend.arch, "versions": versions()}
-        failure = static_check(candidate.source, language=candidate.language)
+        failure = static_verdict(candidate)  # once per child: a stamped candidate is not checked again
         if failure is not None:
             return EvalResult.from_dict({**failure.to_dict(), **base, "eval_s": time.perf_counter() - started})
         process: CandidateProcess | None = None

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from evoforge.backends.base import BlockTimer, EventBlockTimer, Timing, event_time_interleaved, register
+from evoforge.backends.base import (
+    BlockTimer,
+    EvaluationProcess,
+    EventBlockTimer,
+    Timing,
+    event_time_interleaved,
+    register,
+)
 
 _ARCH_BY_CAPABILITY = {(8, 0): "nvidia-sm80", (8, 6): "nvidia-sm80", (8, 9): "nvidia-sm89", (9, 0): "nvidia-sm90"}
 
@@ -59,8 +66,13 @@ class CudaBackend:
         return {"name": p.name, "sm_count": p.multi_processor_count, "total_memory_bytes": p.total_memory,
                 "capability": f"{p.major}.{p.minor}", "l2_bytes": getattr(p, "L2_cache_size", None)}
 
-    def child_env(self) -> dict[str, str]:
-        return {}
+    def evaluation_process(self) -> EvaluationProcess:
+        return EvaluationProcess()  # no address-space limit: the driver maps more virtual memory than any limit
+
+    def device_count(self) -> int:
+        import torch
+
+        return torch.cuda.device_count() if self.available()[0] else 0
 
     def synchronize(self) -> None:
         import torch

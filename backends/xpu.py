@@ -21,7 +21,14 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from evoforge.backends.base import BlockTimer, EventBlockTimer, Timing, event_time_interleaved, register
+from evoforge.backends.base import (
+    BlockTimer,
+    EvaluationProcess,
+    EventBlockTimer,
+    Timing,
+    event_time_interleaved,
+    register,
+)
 
 # Name patterns first: product names are what the driver reports (torch.xpu.get_device_name), e.g.
 # "Intel(R) Arc(TM) B580 Graphics", "Intel(R) Data Center GPU Max 1550", "Intel(R) Arc(TM) A770 Graphics".
@@ -219,8 +226,13 @@ class XpuBackend:
         return {**raw, "total_memory_bytes": raw.get("total_memory"), "arch": self._arch or arch,
                 "arch_reason": "given with --arch" if self._arch else reason}
 
-    def child_env(self) -> dict[str, str]:
-        return {}
+    def evaluation_process(self) -> EvaluationProcess:
+        return EvaluationProcess()  # no address-space limit: the driver maps more virtual memory than any limit
+
+    def device_count(self) -> int:
+        import torch
+
+        return torch.xpu.device_count() if self.available()[0] else 0
 
     def synchronize(self) -> None:
         import torch

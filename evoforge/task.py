@@ -60,6 +60,17 @@ def resolve_task_path(spec: str, *, base_dir: Path | None = None) -> Path:
     return path
 
 
+def read_candidate_file(path: str, *, flag: str = "CANDIDATE") -> str:
+    """The text of a candidate (or seed kernel) file; a missing or unreadable one is a UsageError naming ``flag``."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{flag} {path}: file not found")
+    try:
+        return p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{flag} {path}: cannot read ({e.__class__.__name__})") from None
+
+
 def _split_top_level(text: str, sep: str) -> list[str]:
     """Split on ``sep`` outside brackets, so ``shape=(77,),n=3`` is two assignments."""
     parts, depth, current = [], 0, []

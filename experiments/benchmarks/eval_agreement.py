@@ -24,8 +24,8 @@ import torch
 from evoforge.backends.base import mirrored_times, warm_in_turn
 from evoforge.backends.chain import ChainOptions, _clone
 from evoforge.backends.evaluator import Evaluator
+from evoforge.knowledge import find_template_for
 
-from evoforge.campaign import find_template_for
 from evoforge.core import Candidate
 from evoforge.task import Task, exec_module_file, load_task_module
 

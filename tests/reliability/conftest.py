@@ -63,7 +63,7 @@ def evaluator_kwargs(timeout_s: float = HANG_TIMEOUT_S) -> dict[str, object]:
 
     backend = get_backend("interpreter")
     return {"backend": "interpreter", "arch": backend.arch, "options": ChainOptions(trials=2, timing=False),
-            "timeout_s": timeout_s, "knowledge": False, "child_env": backend.child_env(),
+            "timeout_s": timeout_s, "knowledge": False, "child_env": backend.evaluation_process().env,
             "memory_limit_bytes": HOST_MEMORY_LIMIT}
 
 
