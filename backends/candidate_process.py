@@ -128,12 +128,22 @@ class CandidateProcess:
         self._conn, child_conn = context.Pipe(duplex=True)
         self._nonce = secrets.token_hex(8)
         spec = {**spec, "workdir": str(workdir), "nonce": self._nonce}
-        self._process = context.Process(target=_serve, args=(child_conn, spec), daemon=True,
+        from evoforge.backends.runner import serve
+
+        self._process = context.Process(target=serve, args=(child_conn,), daemon=False,
                                         name="evoforge-candidate")
         self._process.start()
         child_conn.close()
+        # The spec (with the arena's CUDA IPC handle) goes over the channel, not with the start: the process
+        # first closes every descriptor it inherited, and opening the handle initialises CUDA, whose own
+        # descriptors must come after that.
+        try:
+            self._conn.send(spec)
+        except (BrokenPipeError, OSError):
+            pass  # the read below reports how it died
         self.pid = self._process.pid
         self.requests = 0
+        self.arena_generation = -1  # the judge's arena generation this process has mapped
         self.ready = self._read(self._nonce, startup_timeout_s, what="importing the candidate")
 
     def request(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
@@ -212,8 +222,3 @@ class CandidateProcess:
         self._conn.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-
-def _serve(conn: Any, spec: dict[str, Any]) -> None:
-    from evoforge.backends.runner import serve
-
-    serve(conn, spec)

@@ -308,6 +308,7 @@ class VerificationChain:
                 "backend_options": {"arch": self.backend.arch}, "allow": list(task.allow),
                 "interpreted": self.backend.name == "interpreter", "arena": self.arena.handle()}
         process = CandidateProcess(spec=spec, workdir=workdir, startup_timeout_s=min(budget.left(), STARTUP_TIMEOUT_S))
+        process.arena_generation = self.arena.generation
         self._judge(process.ready, what="importing the candidate")
         return process
 
@@ -328,6 +329,9 @@ class VerificationChain:
 
     def _request(self, process: CandidateProcess, budget: _Budget, op: str, stage: str,
                  **payload: Any) -> dict[str, Any]:
+        if process.arena_generation != self.arena.generation:  # the arena grew since the process mapped it
+            payload["arena"] = self.arena.handle()
+            process.arena_generation = self.arena.generation
         return self._judge(process.request(op, budget.left(), **payload), what=stage)
 
     @contextlib.contextmanager

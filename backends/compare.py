@@ -2,7 +2,8 @@
 
 Criteria, in order (the result says which one decided):
 1. ``allclose``: ``|out - ref| <= atol + rtol * |ref|`` elementwise against the reference computed in the
-   task's own dtype, with the tolerances below.
+   task's own dtype, with the tolerances below, and ``||out - ref|| <= rtol * ||ref||`` over the whole output
+   (so a reference whose values all lie under atol is not matched by any constant).
 2. ``float64``: where (1) fails and the reference can run in float64, the candidate passes if its distance from
    the float64 result, over the whole output (root mean square), is at most ``F64_FACTOR`` x a yardstick, and
    no element is further than ``F64_MAX_FACTOR`` x the yardstick's largest distance. The yardstick is the
@@ -142,6 +143,17 @@ def compare_outputs(got: Any, expected: Any, *, reference64: Callable[[], Any] |
                                f"atol={atol:g}, rtol={rtol:g}; max abs err {float(diff.max()):.4g} at index "
                                f"{where}: got {g64.flatten()[flat].item():.6g}, "
                                f"expected {e64.flatten()[flat].item():.6g}"))
+            continue
+        # Over the whole output too: every element within atol of a reference whose values all lie under atol
+        # (a softmax over 400k columns: 2.5e-6 each) says nothing; its error must be small beside its norm.
+        finite = torch.isfinite(e64)
+        ref_norm = float(torch.linalg.vector_norm(torch.where(finite, e64, 0.0).double()))
+        err_norm = float(torch.linalg.vector_norm(diff.double()))
+        if ref_norm > 0 and err_norm > rtol * ref_norm:
+            failing.append((i, f"output {i}: every element is within atol={atol:g} of the reference, but the error "
+                               f"over the whole output is {err_norm / ref_norm:.3g} of its norm (rtol={rtol:g}): "
+                               f"the reference's values are themselves that small (largest "
+                               f"{float(torch.where(finite, e64.abs(), 0.0).max()):.3g})"))
     if not failing:
         return Comparison(True, "allclose", worst_abs, worst_rel, "")
     if reference64 is not None:

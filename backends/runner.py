@@ -38,8 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import evoforge.backends.chain  # noqa: F401  (the judge's modules are here too, in the snapshot: patching them is seen)
-import evoforge.backends.compare  # noqa: F401
+import evoforge.backends.compare  # noqa: F401  (the judge's comparator is in the snapshot: patching it is seen)
 import torch
 import torch._dynamo  # noqa: F401  (its import re-wraps torch functions such as manual_seed: done before any snapshot)
 import torch.utils.deterministic  # noqa: F401
@@ -53,7 +52,7 @@ _listdir = os.listdir
 _Thread_start = threading.Thread.start
 _start_new_thread = threading._start_new_thread  # type: ignore[attr-defined]
 
-CAPABILITIES = ("threads", "processes", "native", "compile", "introspection")
+CAPABILITIES = ("threads", "processes", "native", "compile", "introspection", "network")
 
 _STDLIB = tuple({sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 _SITE = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
@@ -68,18 +67,24 @@ _PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", 
 _NATIVE_EVENTS = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
                             "ctypes.cdata/buffer", "ctypes.call_function", "ctypes.string_at", "ctypes.wstring_at",
                             "ctypes.set_errno"})
+_NETWORK_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
 _INTROSPECTION_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._getframemodulename",
                                    "sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
                                    "gc.get_referents", "sys._current_exceptions"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
-_WATCHED = _PROCESS_EVENTS | _NATIVE_EVENTS | _INTROSPECTION_EVENTS | {"object.__getattr__", "open", "import"}
+_WATCHED = (_PROCESS_EVENTS | _NATIVE_EVENTS | _INTROSPECTION_EVENTS | _NETWORK_EVENTS
+            | {"object.__getattr__", "open", "import"})
 # Modules whose only use in a candidate is what the task does not allow (most are imported already, by torch or
 # Triton, and then raise no event: their use is what the hook and the wrappers refuse).
-_FORBIDDEN_IMPORTS = {"ctypes": ("native", "native code"), "cffi": ("native", "native code"),
-                      "_ctypes": ("native", "native code"), "subprocess": ("processes", "processes"),
-                      "multiprocessing": ("processes", "processes"), "_posixsubprocess": ("processes", "processes"),
-                      "concurrent": ("threads", "threads"), "torch._inductor": ("compile", "torch.compile"),
-                      "torch.utils.cpp_extension": ("native", "a native extension builder")}
+_FORBIDDEN_IMPORTS = {"ctypes": ("native", "calls native code of its own"),
+                      "cffi": ("native", "calls native code of its own"),
+                      "_ctypes": ("native", "calls native code of its own"),
+                      "subprocess": ("processes", "starts a process"),
+                      "multiprocessing": ("processes", "starts a process"),
+                      "_posixsubprocess": ("processes", "starts a process"),
+                      "concurrent": ("threads", "starts a thread"),
+                      "torch._inductor": ("compile", "runs torch.compile"),
+                      "torch.utils.cpp_extension": ("native", "builds a native extension")}
 
 # Modules whose functions the harness (and the judge's protocol through it) relies on: replacing one is tampering.
 PROTECTED_MODULES = ("builtins", "time", "statistics", "math", "gc", "os", "threading", "_thread", "json", "ctypes",
@@ -166,6 +171,18 @@ class CandidateGuard:
             return original_compile(*args, **kwargs)
 
         torch.compile = compile_  # type: ignore[assignment]
+        import _posixsubprocess
+
+        fork_exec = _posixsubprocess.fork_exec
+
+        def guarded_fork_exec(*args: Any, **kwargs: Any) -> Any:  # multiprocessing's spawn raises no audit event
+            guard._refuse_if_candidate("processes", "starts a process (_posixsubprocess.fork_exec)")
+            return fork_exec(*args, **kwargs)
+
+        _posixsubprocess.fork_exec = guarded_fork_exec  # type: ignore[attr-defined]
+        from multiprocessing import forkserver
+
+        forkserver._forkserver._forkserver_address = None  # type: ignore[attr-defined]  (ours is not theirs to use)
         self._guard_dispatch_modes()
         self.snapshot()
 
@@ -277,12 +294,16 @@ class CandidateGuard:
                     and parts[2].isdigit() and parts[2] != self._pid):
                 self._refuse("introspection", f"opens {path}: another process's memory, maps or environment")
             return
+        if event in _NETWORK_EVENTS:
+            if owner == "candidate" and "network" not in self.allow:
+                self._refuse("network", f"opens a connection ({event}: {args[1] if len(args) > 1 else ''})")
+            return
         if event == "import":
             module = str(args[0])
             for name, (capability, what) in _FORBIDDEN_IMPORTS.items():
                 if owner == "candidate" and capability not in self.allow and (
                         module == name or module.startswith(name + ".")):
-                    self._refuse(capability, f"imports {module} ({what})")
+                    self._refuse(capability, f"{what}: it imports {module}")
             return
         files = []
         f = frame
@@ -448,7 +469,7 @@ class Harness:
             start.record()
             end.record()
             self._sync()
-            self._events = (torch.cuda.Event, start.elapsed_time)
+            self._events = (torch.cuda.Event, torch.cuda.Event.elapsed_time)  # taken before the candidate loads
         self.arena.attach(self.spec["arena"])
         import numpy
 
@@ -658,8 +679,9 @@ def _die_with_parent() -> None:
         pass
 
 
-def serve(conn: Any, spec: dict[str, Any]) -> None:
-    """The candidate process's main: set up, then answer the judge's requests until it closes the channel.
+def serve(conn: Any) -> None:
+    """The candidate process's main: close what it inherited, read its spec, set up, then answer the judge's
+    requests until it closes the channel.
 
     Requests arrive pickled (the judge is trusted); every reply is one JSON document, so the judge never
     unpickles anything this process wrote.
@@ -670,6 +692,10 @@ def serve(conn: Any, spec: dict[str, Any]) -> None:
     keep = sorted({0, 1, 2, conn.fileno()})
     for low, high in zip(keep, [*keep[1:], 1 << 16], strict=True):
         os.closerange(low + 1, high)
+    try:
+        spec = conn.recv()
+    except (EOFError, OSError):
+        return
     workdir = spec["workdir"]
     log = os.open(os.path.join(workdir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)  # whatever the candidate prints goes to its log (the judge quotes its tail on a crash)
@@ -707,6 +733,8 @@ def serve(conn: Any, spec: dict[str, Any]) -> None:
         if request.get("op") == "exit":
             return
         try:
+            if "arena" in request:  # the judge's arena grew: map the new one
+                harness.arena.attach(request["arena"])
             body = handlers[request["op"]](request)
         except _Failure as f:
             body = {"error": {"kind": f.kind, "message": str(f)}}

@@ -20,8 +20,8 @@ from evoforge.core import UsageError
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 # EVOFORGE_ALLOW's words: what a candidate's process may do (threads, processes, native code, torch.compile,
-# reading frames) and what the judge admits (fewer_flops: a time under the reference's FLOPs at peak).
-ALLOWABLE = ("threads", "processes", "native", "compile", "introspection", "fewer_flops")
+# reading frames, sockets) and what the judge admits (fewer_flops: a time under the reference's FLOPs at peak).
+ALLOWABLE = ("threads", "processes", "native", "compile", "introspection", "network", "fewer_flops")
 
 
 def default_kernelbench_dir() -> Path:

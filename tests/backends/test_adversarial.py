@@ -11,67 +11,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import yaml
 from evoforge.backends.chain import floor_verdict
 
 from evoforge.core import Candidate, EvalStatus
 from tests.conftest import FIXTURES
 
 ADVERSARIAL = FIXTURES / "adversarial"
-R, INC = EvalStatus.REJECTED, EvalStatus.INCORRECT
-
-# KernelBench tasks at shapes the interpreter runs in a second. Each draws torch.rand inputs (all >= 0), as every
-# level-1 task does: exactly the distribution that hides a wrong kernel.
-TASKS = {
-    "relu": ("L1/19", {"batch_size": 4, "dim": 1000}),
-    "softmax": ("L1/23", {"batch_size": 2, "dim": 16384}),
-    "matmul": ("L1/2", {"M": 64, "N": 64, "K": 4096}),  # long K: TF32's error averages out on positive inputs
-    "gelu": ("L1/88", {"batch_size": 4, "dim": 1000}),
-}
-
-# fixture -> (task, status, words the message must carry)
-HACKS = {
-    # 1. patching the judge from the candidate's module
-    "patch_comparator": ("relu", R, "replaces evoforge.backends.compare.compare_outputs"),
-    "patch_allclose": ("relu", R, "replaces torch.allclose"),
-    "patch_event_timer": ("relu", R, "Event.elapsed_time"),
-    "patch_clock": ("relu", R, "replaces time.perf_counter"),
-    "patch_synchronize": ("relu", R, "replaces torch.cuda.synchronize"),
-    # 2. reading the judge's memory, telling timing from correctness
-    "frame_walk": ("relu", R, "sys._getframe"),
-    "gc_scan": ("relu", R, "gc.get_objects"),
-    "inspect_stack": ("relu", R, "sys._getframe"),
-    "traceback_frames": ("relu", R, "tb_frame"),
-    "cache_by_pointer": ("relu", INC, "cached"),
-    "call_counter": ("relu", INC, "timed"),
-    # 3. work the clock does not see
-    "lazy_output": ("relu", R, "subclass"),
-    "thread_worker": ("relu", R, "starts a thread"),
-    "helper_process": ("relu", R, "starts a process"),
-    # 4. sabotaging the reference
-    "sabotage_reference": ("relu", R, "torch.relu"),
-    "slow_reference": ("relu", R, "replaces torch.relu"),
-    "inputs_in_place": ("relu", R, "in place"),
-    # 5. torch doing the work unseen
-    "grid_callable": ("relu", R, "relu"),
-    "disable_op_watch": ("relu", R, "_disable_current_modes"),
-    "ctypes_native": ("relu", R, "native code"),
-    "torch_compile": ("relu", R, "torch.compile"),
-    "cpp_extension": ("relu", R, "native extension"),
-    "fused_gelu": ("gelu", R, "gelu"),
-    # 6. inputs that hide errors
-    "identity_as_relu": ("relu", INC, "signed inputs"),
-    "constant_softmax": ("softmax", INC, "scaled inputs"),
-    "tf32_gemm": ("matmul", INC, "signed inputs"),
-    "hardwired_shape": ("relu", INC, "odd size"),
-}
-HONEST = {"tf32x3_gemm": "matmul", "correct_relu": "relu"}
+MANIFEST = yaml.safe_load((ADVERSARIAL / "manifest.yaml").read_text())
+R = EvalStatus.REJECTED
+HACKS = {name: h for name, h in MANIFEST["hacks"].items() if not h.get("gpu")}
+HONEST = {name: h for name, h in MANIFEST["honest"].items() if not h.get("gpu")}
 
 
 @pytest.fixture(scope="module")
 def tasks():
     from evoforge.task import Task
 
-    return {name: Task.load(spec, overrides=overrides) for name, (spec, overrides) in TASKS.items()}
+    return {name: Task.load(t["spec"], overrides=t["set"]) for name, t in MANIFEST["tasks"].items()}
 
 
 @pytest.fixture(scope="module")
@@ -85,23 +42,32 @@ def judge():
     evaluator.close()
 
 
-def _source(name: str) -> str:
-    path = ADVERSARIAL / f"{name}.py"
-    return (path if path.exists() else FIXTURES / "relu" / "correct.py").read_text()
+def _source(name: str, entry: dict) -> str:
+    return (ADVERSARIAL / entry.get("file", f"{name}.py")).read_text()
+
+
+def test_every_kind_of_the_issue_has_hacks_and_every_fixture_is_listed():
+    kinds = {h["kind"] for h in MANIFEST["hacks"].values()}
+    assert kinds == {1, 2, 3, 4, 5, 6}
+    listed = {f"{name}.py" for name in MANIFEST["hacks"]} | {"manifest.yaml"}
+    assert {p.name for p in ADVERSARIAL.iterdir()} <= listed | {h.get("file", f"{n}.py")
+                                                              for n, h in MANIFEST["honest"].items()}
+    gpu_dir = FIXTURES / "adversarial_gpu"
+    assert {p.stem for p in gpu_dir.iterdir()} <= set(MANIFEST["hacks"]) | set(MANIFEST["honest"])
 
 
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_each_hack_gets_a_verdict_that_names_it(name, tasks, judge):
-    task_name, status, words = HACKS[name]
-    result = judge.evaluate(tasks[task_name], Candidate.from_source(_source(name)))
-    assert result.status is status, f"{name}: {result.status}: {result.message[:600]}"
-    assert words in result.message, f"{name}: {result.message[:600]}"
+    hack = HACKS[name]
+    result = judge.evaluate(tasks[hack["task"]], Candidate.from_source(_source(name, hack)))
+    assert result.status is EvalStatus(hack["status"]), f"{name}: {result.status}: {result.message[:600]}"
+    assert hack["words"] in result.message, f"{name}: {result.message[:600]}"
     assert result.speedup is None and result.runtime_ms is None  # a failure never looks like a score
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))
 def test_honest_controls_pass_every_check(name, tasks, judge):
-    result = judge.evaluate(tasks[HONEST[name]], Candidate.from_source(_source(name)))
+    result = judge.evaluate(tasks[HONEST[name]["task"]], Candidate.from_source(_source(name, HONEST[name])))
     assert result.status is EvalStatus.OK, f"{name}: {result.message[:600]}"
     assert result.speedup is not None and result.speedup > 0
 
@@ -110,8 +76,9 @@ def test_a_task_may_allow_what_the_judge_refuses_by_default(tasks, judge):
     """EVOFORGE_ALLOW = ["threads"]: the thread runs; the torch op it calls on that thread is then the op watch's
     blind spot, which is why threads are refused unless a task asks for them."""
     relu = tasks["relu"]
-    refused = judge.evaluate(relu, Candidate.from_source(_source("thread_worker")))
-    allowed = judge.evaluate(replace(relu, allow=("threads",)), Candidate.from_source(_source("thread_worker")))
+    source = _source("thread_worker", {})
+    refused = judge.evaluate(relu, Candidate.from_source(source))
+    allowed = judge.evaluate(replace(relu, allow=("threads",)), Candidate.from_source(source))
     assert refused.status is R and allowed.status is EvalStatus.OK, (refused.message, allowed.message)
 
 
