@@ -59,7 +59,9 @@ class Arena:
     def _ensure(self, nbytes: int) -> None:
         if nbytes <= self._capacity:
             return
-        capacity = max(nbytes, 2 * self._capacity, 1 << 20)
+        # Doubling while small; past a gigabyte, what is asked and a quarter more (an old mapping lingers in the
+        # candidate's process until it ends, so overshooting costs twice).
+        capacity = max(nbytes, 2 * self._capacity if self._capacity < (1 << 30) else nbytes + nbytes // 4, 1 << 20)
         capacity = (capacity + ALIGN_BYTES - 1) // ALIGN_BYTES * ALIGN_BYTES
         self.close()
         if self.is_cuda:

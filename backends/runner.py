@@ -24,6 +24,7 @@ code that rewrites this module's own objects in memory is a determined attacker 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import json
@@ -605,7 +606,8 @@ class Harness:
         return {"per_call_ms": max((_perf_counter() - start) * 1e3 / 3, 1e-3)}
 
     def time(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One block: ``reps`` untimed calls on the settle set, then ``reps`` timed calls, each on its own pool set.
+        """One block: ``settle_reps`` untimed calls on the settle set (the device settles on this kernel alone), then
+        ``reps`` timed calls, each on its own pool set.
 
         On a GPU each timed call is bracketed by events on the timing stream; after its end event, the timing
         stream waits for every other stream a launch used and a second event is recorded: work left on a side
@@ -618,20 +620,30 @@ class Harness:
         self.kept = []
         launches = LaunchCounter(candidate_file=self.source_file)
         times, joined = [], []
+        settle_reps = max(int(request.get("settle_reps", reps)), reps)
+        # The timed calls sit evenly among the second half's calls, the rest of which run on the settle set: the
+        # device is timed at the state it reaches over the whole block, as a block of repeated calls would be,
+        # yet no timed call sees inputs another timed call saw.
+        positions = {int((k + 0.5) * settle_reps / reps) for k in range(reps)}
         with self.guard.watching(), torch.no_grad(), launches.active():
-            for _ in range(reps):
+            recent: collections.deque[Any] = collections.deque(maxlen=reps + 1)
+            for _ in range(settle_reps):
                 self.backend.flush()
-                model(*settle)
+                recent.append(model(*settle))  # as many outputs alive as the timed half keeps: their memory is
+            recent.clear()                      # then in the allocator's cache, not allocated while timed
             if self.is_cuda:
                 event_cls = self._events[0]
                 timing_stream = torch.cuda.current_stream()
                 marks = []
-                for i in range(reps):
+                for j in range(settle_reps):
                     self.backend.flush()
+                    if j not in positions:
+                        model(*settle)
+                        continue
                     launches.streams.clear()
                     s, e, e2 = event_cls(enable_timing=True), event_cls(enable_timing=True), event_cls(enable_timing=True)
                     s.record(timing_stream)
-                    out = model(*pool[i % len(pool)])
+                    out = model(*pool[len(marks) % len(pool)])
                     e.record(timing_stream)
                     for stream in list(launches.streams):
                         if stream != timing_stream:
@@ -645,10 +657,13 @@ class Harness:
                     times.append(float(elapsed(s, e)))
                     joined.append(float(elapsed(s, e2)))
             else:
-                for i in range(reps):
+                for j in range(settle_reps):
                     self.backend.flush()
+                    if j not in positions:
+                        model(*settle)
+                        continue
                     t0 = _perf_counter()
-                    out = model(*pool[i % len(pool)])
+                    out = model(*pool[len(times) % len(pool)])
                     self._sync()
                     times.append((_perf_counter() - t0) * 1e3)
                     self.kept.append(out)
@@ -709,9 +724,9 @@ def serve(conn: Any) -> None:
     tempfile.tempdir = workdir  # the forkserver may have cached its own
     harness = Harness(spec)
 
-    def reply(nonce: Any, body: dict[str, Any]) -> None:
+    def reply(nonce: Any, body: dict[str, Any], *, sweep: bool = True) -> None:
         body["nonce"] = nonce
-        body["violations"] = body.get("violations", []) + harness.guard.sweep()
+        body["violations"] = body.get("violations", []) + (harness.guard.sweep() if sweep else [])
         conn.send_bytes(json.dumps(body, default=str).encode())
 
     try:
@@ -724,7 +739,7 @@ def serve(conn: Any) -> None:
         reply(spec.get("nonce"), {"error": {"kind": "rejected", "message": str(v)}})
         return
     handlers = {"build": harness.build, "call": harness.call, "estimate": harness.estimate, "time": harness.time,
-                "fetch": harness.fetch, "drop": harness.drop}
+                "fetch": harness.fetch, "drop": harness.drop, "ping": lambda request: {}}
     while True:
         try:
             request = conn.recv()
@@ -742,7 +757,7 @@ def serve(conn: Any) -> None:
             body = {"error": {"kind": "rejected", "message": str(v)}}
         except Exception as e:  # the harness itself failed on what the candidate did (e.g. a broken context)
             body = {"error": {"kind": "runtime_error", "message": _short_traceback(e, harness.source_file)}}
-        reply(request.get("nonce"), body)
+        reply(request.get("nonce"), body, sweep=request["op"] not in ("fetch", "drop"))
 
 
 __all__ = ["CAPABILITIES", "CandidateGuard", "GuardViolation", "serve"]
