@@ -52,7 +52,8 @@ def _is_compile_exception(exc: BaseException) -> bool:
 
     return is_compile_exception(exc)
 
-STARTUP_TIMEOUT_S = 120.0  # importing a candidate (its module-level code), on top of a fresh process
+STARTUP_TIMEOUT_S = 120.0
+_COPY_INPUTS_BELOW = 256 << 20  # the reference gets copies of inputs smaller than this, always  # importing a candidate (its module-level code), on top of a fresh process
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,7 @@ class _Loaded:
         torch.manual_seed(seed)
         self.ref = self.task_module.Model(*self.init_inputs).to(device)  # train mode, as KernelBench runs it
         self._ref64: Any = None
+        self.mutates_inputs: bool | None = None  # learnt on its first call (``reference``)
 
     def draw_inputs(self, seed: int) -> list[Any]:
         """Drawn on the device they are used on: KernelBench's ``get_inputs`` builds tensors with the default
@@ -232,8 +234,16 @@ class _Loaded:
         return _to_device(inputs, self.device)
 
     def reference(self, inputs: list[Any]) -> Any:
+        """The reference's output, the inputs left as they were. Small inputs are copied for it; big ones (a
+        KernelBench input can be gigabytes) only if its first call on a copy showed it writes to them."""
         with torch.no_grad():
-            return self.ref(*_clone(inputs))
+            if self.mutates_inputs is None or nested_bytes(inputs) < _COPY_INPUTS_BELOW:
+                copies = _clone(inputs)
+                out = self.ref(*copies)
+                if self.mutates_inputs is None:
+                    self.mutates_inputs = not _same(copies, inputs)
+                return out
+            return self.ref(*(_clone(inputs) if self.mutates_inputs else inputs))
 
     def reference64(self, inputs: list[Any]) -> Any:
         if self._ref64 is None:
@@ -276,6 +286,7 @@ class VerificationChain:
         self.notify = notify or (lambda event: None)  # progress for the caller's clock: "turn-wait", "turn"
         self._arena: Arena | None = None
         self._flush_ms: float | None = None
+        self.representative = backend.name != "interpreter"  # times that say something about a GPU
         self._answers: dict[str, list[Any]] = {}  # per shape, the last trial's expected outputs
 
     @property
@@ -390,10 +401,9 @@ class VerificationChain:
             from torch.utils.flop_counter import FlopCounterMode
 
             counter = FlopCounterMode(display=False)
-        reference_inputs = _clone(inputs)
-        with (reference_ops or contextlib.nullcontext()), (counter or contextlib.nullcontext()), torch.no_grad():
-            expected = loaded.ref(*reference_inputs)
-        reference_mutates = not _same(reference_inputs, inputs)
+        with (reference_ops or contextlib.nullcontext()), (counter or contextlib.nullcontext()):
+            expected = loaded.reference(inputs)
+        reference_mutates = bool(loaded.mutates_inputs)
         if counter is not None and flops is not None:
             flops.append(counter.get_total_flops())
         if only_if_finite and not _finite(expected):
@@ -401,7 +411,11 @@ class VerificationChain:
         expected_flat = flatten_outputs(expected)
         arena = self.arena
         arena.reset()
-        arena.reserve(nested_bytes(inputs) + nested_bytes(expected_flat))
+        need = nested_bytes(inputs) + nested_bytes(expected_flat)
+        if self.options.timing:  # room for the timing phase too, now: a mapping replaced later lingers
+            pool, checked = _pool_plan(nested_bytes(inputs), nested_bytes(expected_flat), self.representative)
+            need = max(need, (pool + 1) * nested_bytes(inputs) + checked * nested_bytes(expected_flat))
+        arena.reserve(need)
         lent, input_desc = share(arena, inputs)
         receive, receive_desc = [], []
         for value in expected_flat:
@@ -531,7 +545,7 @@ class VerificationChain:
     def _time(self, process: CandidateProcess, budget: _Budget, loaded: _Loaded, task: Task,
               flops: int) -> dict[str, Any]:
         timer = _CandidateTimer(self, process, budget, loaded)
-        ref_inputs = loaded.draw_inputs(self.options.seed + 999_999)
+        ref_inputs = timer.settle
         with torch.no_grad():
             out = loaded.ref(*ref_inputs)
 
@@ -583,6 +597,14 @@ _CHECKED_OUTPUTS = 3  # timed calls whose outputs the judge checks, per block (t
 _MAX_POOL = 64  # input sets the candidate's timed calls rotate through (none is used twice in a block)
 
 
+def _pool_plan(set_bytes: int, out_bytes: int, representative: bool) -> tuple[int, int]:
+    """(input sets the timed calls rotate through, timed outputs checked per block) for a task's sizes: sets up to
+    4 GiB of inputs and outputs on a GPU (64 MiB on the interpreter); big outputs get the last call checked."""
+    budget_bytes = (4 << 30) if representative else (64 << 20)
+    pool = int(max(1, min(_MAX_POOL if representative else 10, budget_bytes // max(set_bytes + out_bytes, 1))))
+    return pool, (_CHECKED_OUTPUTS if out_bytes < (256 << 20) else 1)
+
+
 class _CandidateTimer:
     """The candidate's side of ``interleaved_blocks``: each block runs in the candidate's process, on input sets
     the judge draws afresh for it, and the judge checks what came back before it believes the times."""
@@ -592,22 +614,19 @@ class _CandidateTimer:
         self.process = process
         self.budget = budget
         self.loaded = loaded
-        self.representative = chain.backend.name != "interpreter"
+        self.representative = chain.representative
         self._rng = random.Random(chain.options.seed)
         self._draws = 0
         self._problems: list[tuple[EvalStatus, str]] = []
         backend = chain.backend
         settle = loaded.draw_inputs(chain.options.seed + 1_999_999)
-        out = loaded.reference(settle)
-        self._out_bytes = nested_bytes(flatten_outputs(out))
+        self.settle = settle  # the judge's own copy (the reference is timed on it); the candidate gets a lent one
+        out = flatten_outputs(loaded.reference(settle))
+        self._out_bytes = nested_bytes(out)
         set_bytes = nested_bytes(settle)
-        budget_bytes = (4 << 30) if self.representative else (64 << 20)
-        self.pool_size = int(max(1, min(_MAX_POOL, budget_bytes // max(set_bytes + self._out_bytes, 1))))
-        if not self.representative:
-            self.pool_size = min(self.pool_size, 10)
+        self.pool_size, self._checked = _pool_plan(set_bytes, self._out_bytes, self.representative)
         arena = chain.arena
         arena.reset()
-        self._checked = _CHECKED_OUTPUTS if self._out_bytes < (256 << 20) else 1  # big outputs: the last call only
         arena.reserve(set_bytes * (self.pool_size + 1) + self._out_bytes * self._checked)
         _, self._settle_desc = share(arena, settle)
         self._pool: list[tuple[Any, Any]] = []  # (lent copy, descriptor)
@@ -620,10 +639,11 @@ class _CandidateTimer:
         self._receive = []
         for _ in range(self._checked):
             buffers = []
-            for value in flatten_outputs(out):
+            for value in out:
                 buffers.append(arena.empty(tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor)
                                else None)
             self._receive.append(buffers)
+        del out
         backend.synchronize()
         self._blocks = 0
         # What a request costs without any work (the channel, the reply, the process's own checks after each
