@@ -120,6 +120,7 @@ def test_input_variants_leave_the_task_its_structure():
 
 def test_odd_shapes_take_one_off_the_even_sizes():
     from evoforge.backends.chain import odd_shapes
+
     from evoforge.task import Task
 
     shapes = odd_shapes(Task.load("L1/2", overrides={"M": 64, "N": 64, "K": 4096}))
