@@ -708,6 +708,11 @@ def serve(conn: Any) -> None:
     except (EOFError, OSError):
         return
     workdir = spec["workdir"]
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file past the limit is a failed write, not a dead process
+    limit = int(spec.get("max_file_bytes", 2 << 30))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     log = os.open(os.path.join(workdir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)  # whatever the candidate prints goes to its log (the judge quotes its tail on a crash)
     os.dup2(log, 2)
