@@ -227,11 +227,11 @@ class CandidateProcess:
 
     def kill(self) -> None:
         """SIGKILL the process and everything it started (a candidate allowed to start processes)."""
-        pid = self.host_pid()
-        if pid is None:
+        root = self.host_pid()
+        if root is None:
             self._process.join(timeout=10)
             return
-        for pid in [*descendants(pid), pid]:
+        for pid in [*descendants(root), root]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
