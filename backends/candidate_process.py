@@ -43,6 +43,8 @@ def _context() -> Any:
             finally:
                 tempfile.tempdir = previous
 
+        import evoforge.backends.runner  # noqa: F401  (its import, torch._dynamo's, paid here: the process target)
+
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["evoforge.backends.runner"])
         global CONTAINMENT
