@@ -60,12 +60,19 @@ def test_printing_from_a_kernel_does_not_break_the_protocol(relu_small, fault_ev
     assert fault_evaluator.sandbox.restarts == before  # nothing made the process suspect
 
 
-def test_a_hung_kernel_takes_its_own_child_processes_down(relu_small, tmp_path):
-    """Uncontained (the PIDs the candidate writes must be this machine's, and its file must reach the test)."""
+def test_a_hung_kernel_takes_its_own_child_processes_down(relu_small, tmp_path, capfd, monkeypatch):
+    """Uncontained (the PIDs the candidate writes must be this machine's, and its file must reach the test), and
+    the user is told so in one line."""
+    from evoforge.backends import sandbox
+
+    monkeypatch.setattr(sandbox, "_SAID", set())
     pidfile = tmp_path / "pids"
     evaluator = Evaluator(**evaluator_kwargs(containment="none"))
     try:
         result = evaluator.evaluate(relu_small, candidate("orphan_hang", PIDFILE=str(pidfile)))
+        said = [line for line in capfd.readouterr().err.splitlines() if "not contained" in line]
+        assert said == ["evoforge: candidates are not contained (EVOFORGE_CONTAINMENT=none): they see the file "
+                        "system, the network and the processes of the user running evoforge"], said
         assert result.status is EvalStatus.TIMEOUT
         worker_pid, grandchild_pid = map(int, wait_for_file(pidfile).split())
         assert wait_gone([worker_pid, grandchild_pid]) == []

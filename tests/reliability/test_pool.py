@@ -24,7 +24,9 @@ def local_ray():
 
 
 def _pool_kwargs() -> dict[str, object]:
-    kwargs = evaluator_kwargs(timeout_s=60)
+    # Uncontained: these tests follow the candidate's processes by the PIDs it writes into pytest's tmp_path,
+    # which a contained candidate neither sees (private /tmp) nor could name (own PID namespace).
+    kwargs = evaluator_kwargs(timeout_s=60, containment="none")
     kwargs["options"] = kwargs["options"].to_dict()  # plain values cross to the actor
     return kwargs
 
