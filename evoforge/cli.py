@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from evoforge.core import Candidate, EvalStatus, UsageError
+from evoforge.core import Candidate, DeprecatedFlag, EvalStatus, UsageError
 from evoforge.task import Task, parse_assignments, parse_shapes, read_candidate_file
 
 
@@ -32,8 +32,8 @@ def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    if args.trials < 1:
-        raise UsageError("--trials must be at least 1")
+    if args.correctness_runs < 1:
+        raise UsageError("--correctness-runs must be at least 1")
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     task = Task.load(args.task, overrides=_set_flags(args.set), shapes=parse_shapes(args.shapes))
@@ -46,7 +46,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from evoforge.backends.cute import compile_only
 
         return _report(task, compile_only(candidate, args.arch or "nvidia-sm90"), args.json)
-    evaluator = make_evaluator(backend_name=args.backend, arch=args.arch, trials=args.trials,
+    evaluator = make_evaluator(backend_name=args.backend, arch=args.arch, trials=args.correctness_runs,
                                timeout_s=args.timeout, knowledge=not args.no_kb, timing=not args.no_timing)
     try:
         result = evaluator.evaluate(task, candidate)
@@ -109,7 +109,10 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--set", action="append", metavar="K=V", help="override a task constant before inputs are drawn")
     p.add_argument("--shapes", default=None, help='extra correctness shapes: "batch_size=16,dim=1000;batch_size=3"')
     p.add_argument("--param", action="append", metavar="K=V", help="set a tunable parameter of the candidate")
-    p.add_argument("--trials", type=int, default=3, help="correctness trials with fresh inputs (default 3)")
+    p.add_argument("--correctness-runs", type=int, default=3, metavar="N",
+                   help="runs with fresh random inputs, each compared with the reference (default 3)")
+    p.add_argument("--trials", dest="correctness_runs", type=int, action=DeprecatedFlag, new="--correctness-runs",
+                   help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds before the evaluation is killed")
     p.add_argument("--language", default="triton", choices=["triton", "cute"])
     p.add_argument("--compile-only", action="store_true",

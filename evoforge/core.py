@@ -6,10 +6,12 @@ is one of these, turned into plain JSON-able dicts by ``to_dict``/``from_dict``.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import enum
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -34,6 +36,23 @@ class EvalStatus(enum.StrEnum):
 
 class UsageError(Exception):
     """A mistake the user can fix (bad file, flag or config). The CLI prints it as one line, exit code 2."""
+
+
+class DeprecatedFlag(argparse.Action):
+    """An old spelling of a flag, kept working: it stores into the new flag's ``dest`` and says so in one line.
+
+    ``p.add_argument("--trials", dest="correctness_runs", type=int, action=DeprecatedFlag, new="--correctness-runs",
+    help=argparse.SUPPRESS)``: scripts and configs written for the old name keep running.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"evoforge: note: {option_string} is now {self.new} (the old name still works)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def _module_assignment(tree: ast.Module, name: str) -> ast.Assign | ast.AnnAssign | None:

@@ -19,17 +19,11 @@ from typing import Any
 
 from evoforge.backends.replay import Landscape
 from evoforge.search.base import Proposal, Strategy
-from evoforge.search.strategies import get_strategy, strategy_names
+from evoforge.search.strategy_spec import build_strategy, check_strategy
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 
 WITHIN = 1.02
-
-
-def parse_strategy(spec: str) -> tuple[str, dict[str, Any]]:
-    """``bayes:gp`` is the bayes strategy with the GP sampler; a plain name has no options."""
-    name, _, sampler = spec.partition(":")
-    return name, ({"sampler": sampler} if sampler else {})
 
 
 def child_of(proposal: Proposal) -> Candidate | None:
@@ -89,18 +83,15 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
         raise UsageError("--budget, --repeats and --batch must be at least 1")
     landscape = Landscape.load(landscape_path)
     best = landscape.best_ms
-    name, opts = parse_strategy(strategy)
-    if name not in strategy_names():
-        raise UsageError(f"--strategy {name}: unknown strategy (choose from {', '.join(strategy_names())})")
+    check_strategy(strategy)
     out: dict[str, Any] = {"landscape": Path(landscape.path).name, "kernel": landscape.kernel, "gpu": landscape.gpu,
                            "configs": len(landscape.rows), "exhaustive_best_ms": best, "strategy": strategy,
                            "budget": budget, "repeats": repeats, "batch": batch, "seed": seed}
     runs = [(strategy, "")] + ([(baseline, "random_")] if baseline else [])
     for spec, prefix in runs:
-        sname, sopts = parse_strategy(spec)
         ratios = []
         for r in range(repeats):
-            strat = get_strategy(sname, seed=seed + r, initial=[landscape.seed_candidate()], **sopts)
+            strat = build_strategy(spec, seed=seed + r, initial=[landscape.seed_candidate()])
             ratios.append(best_ratio(run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r), best))
             if progress is not None:
                 progress(1)
