@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.config import (
+    RESUME_OVERRIDES,
     CampaignConfig,
     TaskConfig,
     load_config,
@@ -130,9 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _any_override(args: argparse.Namespace) -> bool:
-    return any(getattr(args, k, None) not in (None, False, []) for k in (
-        "budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout",
-        "evaluators_per_device"))
+    flags = {"timeout_s": "timeout"}  # config key -> the flag's dest, where they differ
+    return any(getattr(args, flags.get(k, k), None) not in (None, False, []) for k in RESUME_OVERRIDES)
 
 
 def add_subparser(sub: Any) -> None:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from evoforge.core import Candidate, DeprecatedFlag, EvalStatus, UsageError
+from evoforge.core import Candidate, DeprecatedFlag, EvalStatus, UsageError, check_params
 from evoforge.task import Task, parse_assignments, parse_shapes, read_candidate_file
 
 
@@ -31,6 +31,16 @@ def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_
                      options=ChainOptions(trials=trials, timing=timing, seed=seed))
 
 
+def warn_about_inputs(task: Task, backend: Any) -> None:
+    """Shapes the task cannot draw inputs at are a UsageError; inputs too big for the backend, a warning."""
+    from evoforge.backends.task_inputs import check_task_inputs, size_warning
+
+    size = check_task_inputs(task)
+    warning = size_warning(task, size, host=backend.device_count() == 0, backend=backend.name)
+    if warning:
+        print(f"evoforge: warning: {warning}", file=sys.stderr, flush=True)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.correctness_runs < 1:
         raise UsageError("--correctness-runs must be at least 1")
@@ -38,15 +48,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     task = Task.load(args.task, overrides=_set_flags(args.set), shapes=parse_shapes(args.shapes))
     source = read_candidate_file(args.candidate)
-    candidate = Candidate.from_source(source, task=task.name, params=_set_flags(args.param, "--param"),
-                                      language=args.language)
+    params = _set_flags(args.param, "--param")
+    check_params(source, params, where=f"--param (in {args.candidate})")
+    candidate = Candidate.from_source(source, task=task.name, params=params, language=args.language)
     if args.compile_only:
         if args.language != "cute":
             raise UsageError("--compile-only: only for --language cute (a Triton kernel compiles when it first runs)")
         from evoforge.backends.cute import compile_only
 
         return _report(task, compile_only(candidate, args.arch or "nvidia-sm90"), args.json)
-    evaluator = make_evaluator(backend_name=args.backend, arch=args.arch, trials=args.correctness_runs,
+    from evoforge.backends.base import available_backend
+
+    backend = available_backend(args.backend, arch=args.arch)
+    warn_about_inputs(task, backend)  # before an evaluator starts: a bad shape is one line at once
+    evaluator = make_evaluator(backend_name=backend.name, arch=args.arch, trials=args.correctness_runs,
                                timeout_s=args.timeout, knowledge=not args.no_kb, timing=not args.no_timing)
     try:
         result = evaluator.evaluate(task, candidate)

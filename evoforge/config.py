@@ -151,20 +151,29 @@ def _normalize_llm(table: Any, source: str) -> Any:
     return {**table, "models": models}
 
 
-def load_config(path: str | None) -> CampaignConfig:
-    """Read a campaign TOML. ``[campaign]`` keys, ``[[tasks]]`` and ``[llm]``; every mistake is one line."""
-    if not path:
-        return CampaignConfig()
+# What a resumed campaign may change (the rest is the run's: its name, tasks, operators...).
+RESUME_OVERRIDES = ("budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout_s",
+                    "evaluators_per_device")
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """A config file's TOML as a dict; a missing or malformed file is one UsageError line naming it."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"config {path}: file not found")
     try:
-        data = tomllib.loads(p.read_text())
+        return tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"config {path}: not valid TOML ({e})") from None
     except UnicodeDecodeError:
         raise UsageError(f"config {path}: not a text file") from None
-    return config_from_dict(data, source=f"config {path}", base_dir=p.parent)
+
+
+def load_config(path: str | None) -> CampaignConfig:
+    """Read a campaign TOML. ``[campaign]`` keys, ``[[tasks]]`` and ``[llm]``; every mistake is one line."""
+    if not path:
+        return CampaignConfig()
+    return config_from_dict(read_toml(path), source=f"config {path}", base_dir=Path(path).parent)
 
 
 def _renamed(table: dict[str, Any], source: str, *, note: bool) -> dict[str, Any]:

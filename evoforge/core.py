@@ -93,6 +93,23 @@ def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     return space, params
 
 
+def undeclared_params(source: str, names: Any) -> list[str]:
+    """Names among ``names`` that the source declares in neither ``SPACE`` nor ``PARAMS``: a value set for one of
+    them reaches nothing (``BLOKC=1024`` would be evaluated as if it had not been given)."""
+    space, params = declared_space(source)
+    return sorted(set(names) - set(space) - set(params))
+
+
+def check_params(source: str, params: Any, *, where: str) -> None:
+    """A parameter the candidate does not declare is a typo (``BLOKC``), refused in one line, not ignored."""
+    unknown = undeclared_params(source, params)
+    if unknown:
+        space, defaults = declared_space(source)
+        declared = sorted({*space, *defaults})
+        raise UsageError(f"{where}: the candidate declares no parameter {', '.join(unknown)} "
+                         f"(its SPACE and PARAMS name: {', '.join(declared) or 'none'})")
+
+
 def params_lines(source: str) -> tuple[int, int] | None:
     """The first and last line (1-based) of the module's literal ``PARAMS = {...}``; None where there is none."""
     try:
