@@ -149,8 +149,33 @@ def _subsystem_subparsers() -> list[Callable[[Any], None]]:
             experiments_cli.add_subparser]
 
 
+def version_line() -> str:
+    """``evoforge --version``: evoforge's and the versions that change a result, read without importing them."""
+    from importlib import metadata
+
+    from evoforge import __version__
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    others = ", ".join(f"{name} {installed(name)}" for name in ("torch", "triton", "optuna", "ray"))
+    return f"evoforge {__version__} ({others}; Python {sys.version.split()[0]})"
+
+
+class _Version(argparse.Action):
+    """``--version`` as one unwrapped line (argparse's own wraps it to the terminal's width)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evoforge", description="Search for fast, correct GPU kernels.")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the versions and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_eval(sub)
     p = sub.add_parser("backends", help="list backends and whether each is available here")
