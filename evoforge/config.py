@@ -237,7 +237,7 @@ def validate_config(config: CampaignConfig, source: str) -> None:
         where = f"--backend {config.backend}" if flags else f"{source}: backend {config.backend!r}"
         raise UsageError(f"{where}: unknown backend (choose from auto, {', '.join(backend_names())})")
     check_strategy(config.strategy, flag="--strategy" if flags else f"{source}: strategy")
-    expand_operators(config.operators, source=f"{source}: operators")
+    expand_operators(config.operators, source="--operators" if flags else f"{source}: operators")
 
 
 def resolved_config_from_file(path: Path) -> CampaignConfig:
