@@ -218,18 +218,35 @@ def _as_dict(config: CampaignConfig) -> dict[str, Any]:
             "llm": d["llm"]}
 
 
+_STARTER: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _starter() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that starts Ray (and the evaluators), kept for the life of the process.
+
+    Ray ties the processes it starts (its GCS, its raylet) to the thread that started them (Linux's
+    PR_SET_PDEATHSIG follows the parent thread): started from a thread that ends, as ``asyncio.to_thread``'s
+    or a notebook's ``run`` worker does, Ray dies with it and the next campaign of the session finds it dead.
+    """
+    global _STARTER
+    if _STARTER is None:
+        _STARTER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="evoforge-ray")
+    return _STARTER
+
+
 async def run_async(config: ConfigLike | None = None, *, resume: str | Path | None = None, progress: bool = True,
                     **settings: Any) -> CampaignResult:
     """``run`` for a running event loop (a notebook cell, an async application): ``await evoforge.run_async(...)``.
 
-    The blocking start (Ray, the evaluators) runs in a worker thread, the campaign's loop on the caller's loop.
+    The blocking start (Ray, the evaluators) runs in a thread of its own that outlives the call (``_starter``), the
+    campaign's loop on the caller's loop; one Ray serves every campaign of the process.
     """
     from evoforge.campaign import Campaign
 
     cfg = _campaign_config(config, resume, settings)
     campaign = Campaign(cfg, resume=resume is not None, progress=progress)
     try:
-        started = await asyncio.to_thread(campaign.start)
+        started = await asyncio.get_running_loop().run_in_executor(_starter(), campaign.start)
         summary = await campaign.run() if started else campaign.finish()
     finally:
         await asyncio.to_thread(campaign.close)
