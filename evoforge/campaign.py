@@ -497,6 +497,8 @@ class Campaign:
                     break
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
                 if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted:
+                    for name in wanting:  # said even when the last results came in after the strategy ran dry
+                        self._stop(self.tasks[name])
                     break  # every strategy with budget left is exhausted (a space smaller than the budget)
                 await asyncio.sleep(0.01 if pending else 0)
         return self.finish()

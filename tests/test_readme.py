@@ -25,6 +25,9 @@ def python_api_examples(readme: Path = REPO / "README.md") -> list[str]:
 
 
 def test_the_readme_has_python_api_examples():
+    import evoforge
+
+    assert {"evaluate", "Evaluator", "run", "run_async", "CampaignResult"} <= set(evoforge.__all__)
     blocks = python_api_examples()
     joined = "\n".join(blocks)
     assert len(blocks) >= 4
