@@ -10,20 +10,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from evoforge.backends.precheck import precheck
-from evoforge.config import CampaignConfig
+from evoforge.config import CampaignConfig, validate_config
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
 from evoforge.mutators.registry import PARAMS, family_of
 from evoforge.search.base import Proposal, Store, Strategy
 from evoforge.search.cache import ResultCache
-from evoforge.search.store import OptunaStore, atomic_write
+from evoforge.search.store import OptunaStore, atomic_write, redact_url
 from evoforge.task import Task, read_candidate_file
 
 log = logging.getLogger("evoforge.campaign")
@@ -72,11 +74,27 @@ class TaskState:
         return tuple(out)
 
 
+def _stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 class Campaign:
-    def __init__(self, config: CampaignConfig, *, resume: bool = False, progress: bool = True) -> None:
+    """One campaign: ``prepare`` (everything that can fail on the user's input, before anything starts),
+    ``restore`` (on ``--resume``), ``start_pool`` (Ray and the evaluators), ``run``, ``finish``, ``close``.
+    ``start`` does the first three in order and says whether there is anything left to do.
+
+    ``say`` gets one line at each step a user waits on (Ray's start-up, a resume with nothing to do); the
+    default prints to stderr when ``progress`` is on.
+    """
+
+    def __init__(self, config: CampaignConfig, *, resume: bool = False, progress: bool = True,
+                 say: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.resume = resume
         self.progress = progress
+        self.say = say or (_stderr_line if progress else (lambda text: None))
+        self.stopped: dict[str, str] = {}  # task -> why it stopped before its budget
+        self._submitted: dict[str, float] = {}  # worker tag -> when its evaluation was handed over (epoch s)
         self.run_dir = config.run_dir()
         self.started = time.monotonic()
         self.tasks: dict[str, TaskState] = {}
@@ -101,6 +119,7 @@ class Campaign:
                              floor_passes=tc.floor_passes)
             if tc.floor_passes is None and (passes := template_floor_passes(task)) is not None:
                 task = replace(task, floor_passes=passes)
+            self._check_inputs(task)
             seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task)
             if seed_path is None:
                 raise UsageError(f"task {task.name}: no seed kernel (give --seed-kernel FILE or seed_kernel = "
@@ -116,6 +135,16 @@ class Campaign:
                                                     meta={"seed_file": str(seed_path)})))
         return out
 
+    def _check_inputs(self, task: Task) -> None:
+        """Shapes the task cannot draw inputs at are the user's mistake (one line, now); inputs far too big for
+        the backend get a warning before minutes pass with nothing recorded."""
+        from evoforge.backends.task_inputs import check_task_inputs, size_warning
+
+        size = check_task_inputs(task)
+        warning = size_warning(task, size, host=self.backend.device_count() == 0, backend=self.backend.name)
+        if warning:
+            log.warning(warning)
+
     def _make_mutators(self, arch: str) -> dict[str, Mutator]:
         """The operators the config names, from the one registry; the LLM client only when a model is set."""
         from evoforge.mutators.llm_client import OpenAIClient
@@ -129,52 +158,120 @@ class Campaign:
         return build_operators(self.config.operators, settings)
 
     def _strategy(self, seed: Candidate, operators: list[str], index: int) -> Strategy:
-        from evoforge.search.strategies import get_strategy
+        from evoforge.search.strategy_spec import build_strategy
 
-        return get_strategy(self.config.strategy, seed=self.config.seed * 1000 + index, operators=operators,
-                            initial=(seed,))
+        return build_strategy(self.config.strategy, seed=self.config.seed * 1000 + index, operators=operators,
+                              initial=(seed,))
 
     def setup(self) -> None:
+        """``prepare`` and ``start_pool``: ready to ``run`` (or ``restore`` first, on a resume)."""
+        self.prepare()
+        self.start_pool()
+
+    def start(self) -> bool:
+        """Prepare, restore a resumed campaign, and start the evaluators if any task has budget left.
+
+        Returns False, with the pool never started (no Ray start-up to wait for), when there is nothing to do:
+        a resumed campaign that already has its budget. ``finish`` then gives its summary.
+        """
+        self.prepare()
+        if self.resume:
+            restored = self.restore()
+            if not self.has_work():
+                self.say(f"campaign {self.config.name}: nothing to do, {self._why_done()} ({restored} evaluations "
+                         f"recorded in {self.run_dir}); raise --budget-evals or --budget-minutes to go on")
+                return False
+        self.start_pool()
+        return True
+
+    def has_work(self) -> bool:
+        return any(self._wants_more(s) for s in self.tasks.values())
+
+    def _why_done(self) -> str:
+        if self.out_of_time():
+            return f"its time budget ({self.config.budget_minutes:g} minutes) is spent"
+        return f"every task has its {self.config.budget_evals} evaluations"
+
+    def prepare(self) -> None:
+        """Everything that can fail on what the user gave (config, strategy, backend, operators, tasks and their
+        shapes, the record's studies), checked before anything is written that would make a corrected retry
+        look like a second campaign: ``config.json`` is written by ``start_pool``, once the evaluators start."""
         from evoforge.backends.base import available_backend
         from evoforge.backends.chain import ChainOptions
-        from evoforge.search.pool import EvalPool, init_ray, pool_shape
 
         cfg = self.config
         if not self.resume and (self.run_dir / "config.json").exists():
             raise UsageError(f"--out {self.run_dir}: already holds a campaign; continue it with "
                              f"`evoforge run --resume {self.run_dir}`, or choose another --out")
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        validate_config(cfg, "config")
         backend = available_backend(cfg.backend, arch=cfg.arch or None)
         self.backend = backend
         if cfg.backend == "auto":
             cfg.backend = backend.name
         cfg.arch = cfg.arch or backend.arch
-        # Before the config is written: a retry after an operator that cannot be built is not told the run
-        # directory already holds a campaign.
         self.mutators = self._make_mutators(cfg.arch)
         pairs = self._load_tasks()
-        self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
-        cfg.write(self.run_dir / "config.json")
-        options = ChainOptions(trials=cfg.trials, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
-        self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
-                                 backend=backend.name, arch=cfg.arch, options=options.to_dict())
         operators = [PARAMS, *self.mutators] if PARAMS in cfg.operators else list(self.mutators)
+        states = []
         for i, (task, seed) in enumerate(pairs):
             # Operators that can act on the seed's structure (LLM operators can act on any).
             usable = [op for op in operators if op == PARAMS or family_of(op) == "llm"
                       or self.mutators[op].applicable(seed, None)]
-            self.tasks[task.name] = TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed)
-            self.store.study(task.name)
-        workers, num_gpus = pool_shape(backend, workers=cfg.workers, per_device=cfg.evaluators_per_device)
+            states.append(TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
+        if not self.resume:
+            self._refuse_studies_of_another_run([s.task.name for s in states])
+        for state in states:
+            self.tasks[state.task.name] = state
+            study = self.store.study(state.task.name)
+            if "run_dir" not in study.user_attrs:
+                study.set_user_attr("run_dir", str(self.run_dir.resolve()))
+        options = ChainOptions(trials=cfg.correctness_runs, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
+        self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
+                                 backend=backend.name, arch=cfg.arch, options=options.to_dict())
+        self._options = options
+
+    def _refuse_studies_of_another_run(self, task_names: list[str]) -> None:
+        """A new campaign never records into studies that already hold trials: with a shared ``--storage`` and
+        the same name, its trials would land in another campaign's studies and its report count them. As
+        ``optuna.create_study`` refuses a duplicate name unless told to load it, this refuses unless resumed."""
+        assert self.store is not None
+        for name in task_names:
+            held, attrs = self.store.existing(name)
+            if not held:
+                continue
+            other = attrs.get("run_dir")
+            where = (f"the record {self.run_dir / 'optuna.db'}" if not self.config.storage
+                     else f"--storage {redact_url(self.config.storage)}")
+            raise UsageError(
+                f"{where} already holds study {self.store.study_name(name)!r} with {held} trial(s)"
+                + (f" (run directory {other})" if other else "")
+                + ": give this campaign a name of its own (--name NAME; studies are named <name>/<task>)"
+                + (f", or continue that one with `evoforge run --resume {other}`" if other else ""))
+
+    def start_pool(self) -> None:
+        """Ray and the evaluation actors; then the resolved config is written (the run directory now holds a
+        campaign that ``--resume`` continues)."""
+        from evoforge.search.pool import EvalPool, init_ray, pool_shape
+
+        assert self.backend is not None, "prepare() first"
+        cfg = self.config
+        workers, num_gpus = pool_shape(self.backend, workers=cfg.workers, per_device=cfg.evaluators_per_device)
+        where = f"the Ray cluster at {cfg.ray_address}" if cfg.ray_address else "a local Ray"
+        self.say(f"campaign {cfg.name}: {len(self.tasks)} task(s), {cfg.budget_evals} evaluations each, on "
+                 f"{self.backend.name} ({cfg.arch}); starting {workers} evaluator(s) in {where}, which takes a "
+                 f"while before the first result; recording in {self.run_dir}")
         init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2))
         # The knowledge base's hard rules were checked here, before the pool (precheck): not again in the actors.
         # The run directory (the record, the cache, the LLM's cache) is out of the candidates' sight where they
         # run contained (backends/containment.py).
-        evaluator_kwargs = {"backend": backend.name, "arch": cfg.arch, "options": options.to_dict(),
+        evaluator_kwargs = {"backend": self.backend.name, "arch": cfg.arch, "options": self._options.to_dict(),
                             "timeout_s": cfg.timeout_s, "knowledge": False,
                             "hide_paths": [str(self.run_dir.resolve())]}
         self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
                              timeout_s=cfg.timeout_s)
+        cfg.write(self.run_dir / "config.json")
 
     # ---------------------------------------------------------------- resume
     def restore(self) -> int:
@@ -204,7 +301,8 @@ class Campaign:
         return bool(self.config.budget_minutes) and self.elapsed_s() >= self.config.budget_minutes * 60
 
     def _wants_more(self, state: TaskState) -> bool:
-        return state.evaluations + state.in_flight < self.config.budget_evals and not self.out_of_time()
+        return (state.evaluations + state.in_flight < self.config.budget_evals and not self.out_of_time()
+                and state.task.name not in self.stopped)
 
     def _context(self, state: TaskState, parent: Candidate | None) -> MutationContext:
         parent_result = None
@@ -296,11 +394,13 @@ class Campaign:
         return True
 
     def _absorb(self, state: TaskState, candidate: Candidate, result: EvalResult, *, record: bool = True,
-                worker: str = "") -> None:
+                worker: str = "", started_at: float | None = None) -> None:
         if record:
             assert self.store is not None
             extra = {"worker": worker, "wall_time_s": round(self.elapsed_s(), 3), "evaluation": state.evaluations}
-            self.store.record(state.task.name, candidate, result, extra_attrs=extra)
+            now = time.time()
+            self.store.record(state.task.name, candidate, result, extra_attrs=extra,
+                              started_at=now if started_at is None else started_at, finished_at=now)
         state.history.append((candidate, result))
         state.statuses[str(result.status)] += 1
         if result.ok and state.first_correct_at is None:
@@ -309,18 +409,21 @@ class Campaign:
         state.correct_steps[candidate.id] = parent_steps + 1 if result.ok else 0
         state.strategy.tell(candidate, result)
 
-    def _failed_proposal(self, state: TaskState, proposal: Proposal, failed: _Failed) -> None:
+    def _failed_proposal(self, state: TaskState, proposal: Proposal, failed: _Failed,
+                         started_at: float | None = None) -> None:
         """Record an operator that made no child: the parent's source, the operator's name and why."""
         parent = (proposal.parents or (state.seed,))[0]
         child = replace(parent, operator=proposal.operator or "?", parents=(parent.id,), stage=proposal.stage,
                         meta={"no_child": True, **failed.meta})
-        self._absorb(state, child, replace(failed.result, backend=self.backend.name, arch=self.config.arch))
+        self._absorb(state, child, replace(failed.result, backend=self.backend.name, arch=self.config.arch),
+                     started_at=started_at)
 
     async def run(self) -> dict[str, Any]:
         assert self.store is not None and self.pool is not None and self.cache is not None
         from evoforge.progress import CampaignProgress
 
         pending: dict[asyncio.Task[Any], tuple[TaskState, Proposal]] = {}
+        proposed_at: dict[asyncio.Task[Any], float] = {}  # when the operator was asked (an LLM call takes a while)
         names = list(self.tasks)
         turn = 0
         seeds_to_send = [s for s in self.tasks.values() if s.evaluations == 0]
@@ -346,21 +449,25 @@ class Campaign:
                         proposals = state.strategy.ask(1)
                         if not proposals:
                             exhausted.add(state.task.name)
+                            if not state.in_flight:
+                                self._stop(state)
                             stalled += 1
                             continue
                         proposal = proposals[0]
                     stalled = 0
                     state.in_flight += 1
-                    pending[asyncio.ensure_future(self._materialize(state, proposal))] = (state, proposal)
+                    fut = asyncio.ensure_future(self._materialize(state, proposal))
+                    pending[fut], proposed_at[fut] = (state, proposal), time.time()
                     capacity -= 1
                 # Children that are ready go to the pool (or straight to the record).
                 done = [t for t in pending if t.done()]
                 for fut in done:
                     state, proposal = pending.pop(fut)
+                    asked_at = proposed_at.pop(fut)
                     made = fut.result()
                     if isinstance(made, _Failed):
                         state.in_flight -= 1
-                        self._failed_proposal(state, proposal, made)
+                        self._failed_proposal(state, proposal, made, started_at=asked_at)
                         progress.update()
                         continue
                     if self._outside_legal_space(state, made):
@@ -376,13 +483,13 @@ class Campaign:
                         self._absorb(state, made, early)
                         progress.update()
                         continue
-                    self.pool.submit(state.task.name, state.task, made)
+                    self._submitted[self.pool.submit(state.task.name, state.task, made)] = time.time()
                 # Results that finished.
                 for task_name, candidate, result, worker in self.pool.poll(timeout_s=0.05):
                     state = self.tasks[task_name]
                     state.in_flight -= 1
                     self.cache.put(state.task.key(), candidate, result)
-                    self._absorb(state, candidate, result, worker=worker)
+                    self._absorb(state, candidate, result, worker=worker, started_at=self._submitted.pop(worker, None))
                     progress.update()
                 self._save_state()
                 if not pending and self.pool.in_flight() == 0 and not any(
@@ -390,9 +497,24 @@ class Campaign:
                     break
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
                 if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted:
+                    for name in wanting:  # said even when the last results came in after the strategy ran dry
+                        self._stop(self.tasks[name])
                     break  # every strategy with budget left is exhausted (a space smaller than the budget)
                 await asyncio.sleep(0.01 if pending else 0)
         return self.finish()
+
+    def _stop(self, state: TaskState) -> None:
+        """A task whose strategy has nothing left to propose (and nothing in flight to learn from) stops before its
+        budget: said once, and in the summary, so a short campaign is not a mystery."""
+        name = state.task.name
+        if name in self.stopped:
+            return
+        self.stopped[name] = (
+            f"the {self.config.strategy} strategy had no new candidate to propose after {state.evaluations} of "
+            f"{self.config.budget_evals} evaluations: every candidate its operators "
+            f"({', '.join(self.config.operators)}) can reach from the seed was evaluated (a SPACE smaller than the "
+            "budget); operators that change the structure (rule, llm) reach further")
+        log.warning("task %s: stopped early: %s", name, self.stopped[name])
 
     def _save_state(self) -> None:
         now = time.monotonic()
@@ -425,11 +547,26 @@ class Campaign:
                 "best_params": best[0].params if best else None,
                 "timing_representative": best[1].timing_representative if best else None,
                 "exported": exported,
+                "stopped_early": self.stopped.get(name),
                 "tokens": sum(int(c.meta.get("prompt_tokens", 0)) + int(c.meta.get("completion_tokens", 0))
                               for c, _ in state.history),
             }
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
+        self._write_notes()
         return summary
+
+    def _write_notes(self) -> None:
+        """Each study's note for optuna-dashboard (what it is, how to read it), written by the campaign that
+        owns the study: the dashboard only reads. Needs the optional optuna-dashboard package."""
+        try:
+            from evoforge.dashboard import annotate
+            from evoforge.report import open_run
+
+            annotate(open_run(self.run_dir))
+        except ImportError:
+            return
+        except Exception as e:  # a note is a courtesy: it never costs the campaign its summary
+            log.warning("could not write the studies' notes for the dashboard (%s: %s)", e.__class__.__name__, e)
 
     def close(self) -> None:
         if self.pool is not None:

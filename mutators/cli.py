@@ -12,7 +12,7 @@ from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 
 
 def cmd_llm_check(args: argparse.Namespace) -> int:
-    from evoforge.mutators.llm_client import OpenAIClient
+    from evoforge.mutators.llm_client import LLMCheckError, OpenAIClient
 
     if not args.llm_model:
         raise UsageError("--llm-model is required (the model name the endpoint serves)")
@@ -21,11 +21,38 @@ def cmd_llm_check(args: argparse.Namespace) -> int:
     async def go() -> str:
         try:
             return await client.check(timeout_s=args.timeout)
+        except LLMCheckError as err:
+            if err.reason == "not_found" and (hint := await _api_under_v1(args)):
+                raise UsageError(hint) from None
+            raise
         finally:
             await client.aclose()
 
     print(asyncio.run(go()))
     return 0
+
+
+async def _api_under_v1(args: argparse.Namespace) -> str | None:
+    """A 404 from a base URL without ``/v1`` is most often the path, not the model: vLLM, Ollama, LiteLLM and
+    OpenAI serve the API under ``/v1``. Ask there for the model list and say so."""
+    from urllib.parse import urlsplit
+
+    from evoforge.mutators.llm_client import OpenAIClient
+
+    base = args.llm_base_url.rstrip("/")
+    if not base or urlsplit(base).path.endswith("/v1"):
+        return None
+    there = OpenAIClient(base_url=f"{base}/v1", model=args.llm_model, api_key_env=args.llm_api_key_env)
+    try:
+        models = await there.list_models()
+    finally:
+        await there.aclose()
+    if not models:
+        return None
+    serves = ", ".join(models[:10])
+    fix = "" if args.llm_model in models else " and choose --llm-model among them"
+    return (f"LLM endpoint {base}: no OpenAI-compatible API at that path (404); it is at {base}/v1, which serves "
+            f"{serves}: give --llm-base-url {base}/v1{fix}")
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:

@@ -77,6 +77,7 @@ class FakeLLMServer:
     Use as a context manager, or ``start()``/``stop()``. ``url`` is the ``base_url`` to give a client.
     ``api_key``: when set, a request whose bearer token differs gets 401 (like a real provider).
     ``strict_models``: a request for a model not in ``models`` gets 404 ``model_not_found``.
+    ``only_under_v1``: as vLLM, Ollama and OpenAI, the API answers only under ``/v1/``; elsewhere 404.
     """
 
     def __init__(
@@ -87,6 +88,7 @@ class FakeLLMServer:
         models: Sequence[str] = ("fake-model",),
         api_key: str | None = None,
         strict_models: bool = False,
+        only_under_v1: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -95,6 +97,7 @@ class FakeLLMServer:
         self.models = list(models)
         self.api_key = api_key
         self.strict_models = strict_models
+        self.only_under_v1 = only_under_v1
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0  # the most chat requests answered at once (a concurrency limit shows here)
@@ -104,6 +107,9 @@ class FakeLLMServer:
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread: threading.Thread | None = None
+
+    def _routed(self, path: str) -> bool:
+        return not self.only_under_v1 or path.startswith("/v1/")
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     @property
@@ -207,7 +213,7 @@ class FakeLLMServer:
                 self._record(None)
                 if not self._authorized():
                     return
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/models") and server._routed(self.path):
                     data = [
                         {"id": m, "object": "model", "created": 0, "owned_by": "fakellm"}
                         for m in server.models
@@ -224,7 +230,7 @@ class FakeLLMServer:
                 except json.JSONDecodeError:
                     body = None
                 self._record(body)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if not self.path.rstrip("/").endswith("/chat/completions") or not server._routed(self.path):
                     self._send(404, _error(f"no route {self.path}", "invalid_request_error", None))
                     return
                 if not self._authorized():

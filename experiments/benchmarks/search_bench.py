@@ -1,6 +1,6 @@
 """Benchmark of the search strategies on recorded H200 landscapes (CPU replay of recorded timings).
 
-    .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [--budget 30] [LANDSCAPE.json ...]
+    .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [--budget-evals 30] [LANDSCAPE.json ...]
 
 Writes experiments/results/search/search_bench.{md,json}: for each strategy, landscape and batch size, the
 probability of finding a config within 2% of the exhaustive best in ``budget`` evaluations, and the median ratio
@@ -52,7 +52,7 @@ def _versions() -> dict[str, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("landscapes", nargs="*", type=Path, default=DEFAULT_LANDSCAPES)
-    ap.add_argument("--budget", type=int, default=30)
+    ap.add_argument("--budget-evals", "--budget", dest="budget", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "search")
