@@ -43,6 +43,7 @@ class CampaignConfig:
     budget_evals: int = 50  # per task
     budget_minutes: float = 0.0  # whole campaign; 0: no limit
     strategy: str = "default"
+    strategy_options: dict[str, Any] = field(default_factory=dict)  # keyword options of the strategy
     operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))  # names in mutators/registry.py
     storage: str = ""  # Optuna RDB URL; empty: sqlite:///RUN_DIR/optuna.db
     ray_address: str = ""  # empty: start Ray locally
@@ -201,6 +202,12 @@ def validate_config(config: CampaignConfig, source: str) -> None:
     from evoforge.mutators.registry import expand_operators
 
     expand_operators(config.operators, source=f"{source}: operators")
+    from evoforge.search.strategies import get_strategy
+
+    try:  # built once with nothing to search, so a wrong name or option stops the run before it starts
+        get_strategy(config.strategy, seed=0, **config.strategy_options)
+    except UsageError as e:
+        raise UsageError(f"{source}: {e} (strategy_options: {config.strategy_options})") from None
 
 
 def resolved_config_from_file(path: Path) -> CampaignConfig:
