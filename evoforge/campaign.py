@@ -258,8 +258,6 @@ class Campaign:
 
     async def _materialize(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         """Turn a proposal into a child, or into an ``invalid`` result saying why no child could be made."""
-        from evoforge.mutators.llm_client import scrub_secrets
-
         made = await self._make(state, proposal)
         ticket = proposal.meta.get("ticket")
         if ticket is None or isinstance(made, _Failed):
@@ -267,6 +265,8 @@ class Campaign:
         return replace(made, meta={**made.meta, "ticket": ticket})
 
     async def _make(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
+        from evoforge.mutators.llm_client import scrub_secrets
+
         number = state.proposals
         state.proposals += 1
         parents = proposal.parents or (state.seed,)
