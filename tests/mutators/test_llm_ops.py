@@ -403,16 +403,17 @@ def test_the_llm_table_temperature_reaches_every_operator() -> None:
 
     from tests.scriptedllm import ScriptedLLM
 
-    names = ["llm-stage", "llm-repair", "llm-optimize", "llm-generate"]
+    names = ["llm-stage", "llm-repair", "llm-optimize", "llm-crossover"]
     parent = Candidate.from_source(CORRECT, task="add")
     failed = EvalResult.failure(EvalStatus.COMPILE_ERROR, ERROR)
 
     def asked(llm: LLMConfig) -> dict[str, float | None]:
-        client = ScriptedLLM(default=module(FASTER))
+        client = ScriptedLLM(default=module(FASTER.replace("# ", "#") + "# rewritten\n"))
         ops = build_operators(names, OperatorSettings(arch="nvidia-sm90", llm=llm, client=client))
+        other = Candidate.from_source(FASTER, task="add")
         for name, op in ops.items():
             result = failed if name == "llm-repair" else ok()
-            run(op.propose((parent,), context(parent_result=result)))
+            run(op.propose((parent, other) if name == "llm-crossover" else (parent,), context(parent_result=result)))
         return {name: r["temperature"] for name, r in zip(names, client.requests, strict=True)}
 
     assert asked(LLMConfig(temperature=0.1)) == dict.fromkeys(names, 0.1)
@@ -443,33 +444,44 @@ def test_advice_rules_reach_the_stage_and_optimize_prompts() -> None:
 
 
 def test_the_stage_analysis_knows_the_target_arch() -> None:
-    """An Intel dot kernel without a GRF mode calls for device_specific on Intel, and on no NVIDIA target."""
+    """An Intel dot kernel without a GRF mode calls for device_specific on Intel (and on no NVIDIA target): the
+    stage pick and the analysis the model reads both see the sign."""
     source = knowledge.template_source("matmul")
     assert "grf_mode" not in source
     parent = Candidate.from_source(source, task="mm")
-    op = LLMStageRewrite(client=None, stages=["device_specific", "memory_access"])  # type: ignore[arg-type]
-    intel = context(arch="intel-xe2", parent_result=ok())
-    sign = next(t for s in knowledge.stages() if s.name == "device_specific" for i, t in s.signs
+    sign = next(text for s in knowledge.stages() if s.name == "device_specific" for i, text in s.signs
                 if i == "intel_without_grf_mode")
-    assert "device_specific" in op.worth_running(parent, intel, knowledge.analyze(source, "intel-xe2"))
-    assert "device_specific" in PromptBuilder().found_issues(source, "intel-xe2")
-    assert "device_specific" not in PromptBuilder().found_issues(source, "nvidia-sm90")
-    assert sign in user_text(PromptBuilder().stage_rewrite(parent, intel, "device_specific")) or \
-        "device_specific" in user_text(PromptBuilder().stage_rewrite(parent, intel, "device_specific"))
-    flagged = op.worth_running(parent, intel)
-    assert flagged[0] == "device_specific" or "device_specific" in flagged
+    op = LLMStageRewrite(client=None, stages=["device_specific", "algorithmic"])  # type: ignore[arg-type]
+    intel = context(arch="intel-xe2", parent_result=ok())
+    nvidia = context(arch="nvidia-sm90", parent_result=ok())
+    assert op.worth_running(parent, intel) == ["device_specific"]
+    assert "device_specific" not in PromptBuilder().found_issues(source)  # no arch: no device sign
+    shown = user_text(PromptBuilder().stage_rewrite(parent, intel, "memory_access"))
+    assert "## Static analysis found" in shown and "- device_specific" in shown
+    assert "- device_specific" not in user_text(PromptBuilder().stage_rewrite(parent, nvidia, "memory_access"))
+    assert sign  # the sign's text is the knowledge base's
 
 
-def test_crossover_figures_wait_for_the_feedback_delay(client: OpenAIClient) -> None:
+def test_crossover_figures_wait_for_the_feedback_delay() -> None:
+    from evoforge.mutators.llm_client import LLMConfig
+    from evoforge.mutators.registry import OperatorSettings, build_operators
+
+    from tests.scriptedllm import ScriptedLLM
+
     a = Candidate.from_source(CORRECT, task="add")
     b = Candidate.from_source(FASTER, task="add")
     top = ((b, ok(0.01, 3.0)), (a, ok(0.02, 1.5)))
-    op = LLMCrossover(client=client, feedback_after=2)
+
+    def crossover(llm: LLMConfig):
+        settings = OperatorSettings(arch="nvidia-sm90", llm=llm, client=ScriptedLLM())
+        return build_operators(["llm-crossover"], settings)["llm-crossover"]
+
+    op = crossover(LLMConfig(feedback_after=2))
     early = user_text(preview(op, (a, b), context(top=top, parent_result=ok(), lineage_correct_steps=1)))
     late = user_text(preview(op, (a, b), context(top=top, parent_result=ok(), lineage_correct_steps=2)))
     assert "speedup" not in early and "runtime" not in early
     assert "speedup 3x" in late and "speedup 1.5x" in late
-    eager = LLMCrossover(client=client, delay_feedback=False)
+    eager = crossover(LLMConfig(delay_feedback=False))
     assert "speedup 3x" in user_text(preview(eager, (a, b), context(top=top, lineage_correct_steps=0)))
 
 
