@@ -411,6 +411,7 @@ class Campaign:
                     pending[asyncio.ensure_future(self._materialize(state, proposal))] = (state, proposal)
                     capacity -= 1
                 # Children that are ready go to the pool (or straight to the record).
+                told = False  # a strategy told something may have a proposal now that it had none before
                 done = [t for t in pending if t.done()]
                 for fut in done:
                     state, proposal = pending.pop(fut)
@@ -418,10 +419,12 @@ class Campaign:
                     if isinstance(made, _Failed):
                         state.in_flight -= 1
                         self._failed_proposal(state, proposal, made)
+                        told = True
                         progress.update()
                         continue
                     if self._outside_legal_space(state, made):
                         state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
+                        told = True
                         continue
                     # The child's one static check; its verdict travels with it to the actor and the chain.
                     made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
@@ -431,6 +434,7 @@ class Campaign:
                     if early is not None:
                         state.in_flight -= 1
                         self._absorb(state, made, early)
+                        told = True
                         progress.update()
                         continue
                     self.pool.submit(state.task.name, state.task, made)
@@ -440,13 +444,14 @@ class Campaign:
                     state.in_flight -= 1
                     self.cache.put(state.task.key(), candidate, result)
                     self._absorb(state, candidate, result, worker=worker)
+                    told = True
                     progress.update()
                 self._save_state()
                 if not pending and self.pool.in_flight() == 0 and not any(
                         self._wants_more(s) for s in self.tasks.values()):
                     break
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
-                if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted:
+                if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted and not told:
                     break  # every strategy with budget left is exhausted (a space smaller than the budget)
                 await asyncio.sleep(0.01 if pending else 0)
         return self.finish()

@@ -22,6 +22,8 @@ Every request is recorded (method, path, headers, JSON body) in ``server.request
 Standalone, for trying a campaign without any API key::
 
     python -m tests.fakellm --port 8011 --echo      # replies with the last python block of the prompt
+    python -m tests.fakellm --port 8011 --kernels   # answers like a model, with honest Triton kernels
+                                                    # (tests/kernelmodel.py): what the llm_loops ablation runs
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ class FakeLLMServer:
         self,
         script: Iterable[Step] = (),
         *,
-        default: str | Callable[[list[dict[str, Any]]], str] | None = None,
+        default: str | Callable[[list[dict[str, Any]]], Any] | None = None,
         models: Sequence[str] = ("fake-model",),
         api_key: str | None = None,
         strict_models: bool = False,
@@ -377,15 +379,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--echo", action="store_true", help="after the replies, echo the prompt's last python block"
     )
     parser.add_argument(
+        "--kernels", action="store_true",
+        help="after the replies, answer like a model with Triton kernels (tests/kernelmodel.py)",
+    )
+    parser.add_argument(
         "--model", action="append", default=[], help="model id served by /v1/models (repeatable)"
     )
     args = parser.parse_args(argv)
-    server = FakeLLMServer(
-        args.reply,
-        default=echo_last_python_block if args.echo or not args.reply else None,
-        models=args.model or ["fake-model"],
-        port=args.port,
-    )
+    default: Callable[[list[dict[str, Any]]], Any] | None = None
+    if args.kernels:
+        from tests.kernelmodel import KernelModel
+
+        default = KernelModel()
+    elif args.echo or not args.reply:
+        default = echo_last_python_block
+    server = FakeLLMServer(args.reply, default=default, models=args.model or ["fake-model"], port=args.port)
     with server:
         print(f"fakellm serving {server.url} (Ctrl-C stops)", flush=True)
         try:
