@@ -23,6 +23,7 @@ from evoforge.core import EvalStatus
 _MAX_REPLY_BYTES = 1 << 20
 _SINGLE_THREADED = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 _CONTEXT: Any = None
+CONTAINMENT: Any = None  # how this judge's candidates run (backends/containment.py), decided with the context
 
 
 def _context() -> Any:
@@ -42,8 +43,19 @@ def _context() -> Any:
             finally:
                 tempfile.tempdir = previous
 
+        import evoforge.backends.runner  # noqa: F401  (its import, torch._dynamo's, paid here: the process target)
+
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["evoforge.backends.runner"])
+        global CONTAINMENT
+        from evoforge.backends.containment import contain
+
+        home = tempfile.gettempdir()  # the judge's private directory: candidates' directories and the arena
+        writable = [home] + [os.environ[k] for k in ("TRITON_CACHE_DIR",) if os.environ.get(k)]
+        hide = [p for p in os.environ.get("EVOFORGE_HIDE", "").split(os.pathsep) if p]
+        CONTAINMENT = contain(directory=Path(home) / ".containment", writable=writable, hide=hide)
+        if CONTAINMENT.executable:
+            context.set_executable(CONTAINMENT.executable)
         _CONTEXT = context
     return _CONTEXT
 
@@ -200,11 +212,28 @@ class CandidateProcess:
             self.kill()
         return self._process.exitcode
 
+    def host_pid(self) -> int | None:
+        """The candidate process's PID here: multiprocessing knows it by its number inside the containment's PID
+        namespace, where there is one."""
+        if self._process.pid is None:
+            return None
+        if CONTAINMENT is None or CONTAINMENT.mode != "bwrap":
+            return self._process.pid
+        from multiprocessing import forkserver
+
+        from evoforge.backends.containment import host_pid
+
+        wrapper = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]  (bwrap, outside)
+        inside = next(iter(descendants(wrapper)), None) if wrapper else None  # its first child is inside
+        return host_pid(self._process.pid, inside) if inside else None
+
     def kill(self) -> None:
         """SIGKILL the process and everything it started (a candidate allowed to start processes)."""
-        if self._process.pid is None:
+        root = self.host_pid()
+        if root is None:
+            self._process.join(timeout=10)
             return
-        for pid in [*descendants(self._process.pid), self._process.pid]:
+        for pid in [*descendants(root), root]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from evoforge.backends.base import get_backend
@@ -24,7 +25,8 @@ class Evaluator:
 
     def __init__(self, *, backend: str, arch: str | None = None, options: ChainOptions | None = None,
                  timeout_s: float = 120.0, knowledge: bool = True, backend_options: dict[str, Any] | None = None,
-                 child_env: dict[str, str] | None = None, memory_limit_bytes: int | None = None) -> None:
+                 child_env: dict[str, str] | None = None, memory_limit_bytes: int | None = None,
+                 hide_paths: list[str] | None = None) -> None:
         device = get_backend(backend, arch=arch, **(backend_options or {}))
         process = device.evaluation_process()
         self.backend = device.name
@@ -32,9 +34,17 @@ class Evaluator:
         self.options = options or ChainOptions()
         self.knowledge = knowledge
         limit = memory_limit_bytes if memory_limit_bytes is not None else process.memory_limit_bytes
+        env = {**process.env, **(child_env or {})}
+        # What contained candidates must not see: the caller's credential folders and its run directory and
+        # storage (the judge's own $HOME is a fresh directory, so the caller names them).
+        from evoforge.backends.containment import CREDENTIAL_DIRS
+
+        home = os.path.expanduser("~")
+        hidden = [os.path.join(home, d) for d in CREDENTIAL_DIRS] + list(hide_paths or [])
+        env["EVOFORGE_HIDE"] = os.pathsep.join(p for p in [*env.get("EVOFORGE_HIDE", "").split(os.pathsep), *hidden]
+                                               if p)
         self.sandbox = Sandbox(backend=self.backend, backend_options={**(backend_options or {}), "arch": self.arch},
-                               timeout_s=timeout_s, child_env={**process.env, **(child_env or {})},
-                               memory_limit_bytes=limit)
+                               timeout_s=timeout_s, child_env=env, memory_limit_bytes=limit)
 
     def precheck(self, candidate: Candidate) -> EvalResult | None:
         return precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)[1]
@@ -43,6 +53,12 @@ class Evaluator:
         # A candidate stamped by the campaign's precheck is not checked statically again; the stamp goes on.
         checked, failure = precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
         return failure or self.sandbox.evaluate(task, checked, self.options.to_dict())
+
+    @property
+    def containment(self) -> dict[str, str]:
+        """How this evaluator's candidates run (mode and a one-line why), as its judge reported when it started;
+        empty before the first evaluation."""
+        return dict(self.sandbox.containment)
 
     def close(self) -> None:
         self.sandbox.close()

@@ -398,12 +398,9 @@ def _poisoned_allocations() -> Iterator[None]:
         torch.use_deterministic_algorithms(was_det, warn_only=was_warn)
 
 
-@contextlib.contextmanager
-def _first_autotune_config(enabled: bool) -> Iterator[None]:
-    """Multi-config ``triton.autotune`` needs a GPU to benchmark; on the interpreter the first config is used."""
-    if not enabled:
-        yield
-        return
+def _use_first_autotune_config() -> None:
+    """Multi-config ``triton.autotune`` needs a GPU to benchmark; on the interpreter this process uses the first
+    config (patched once, before the candidate loads: the process is the candidate's alone)."""
     from triton.runtime.autotuner import Autotuner
 
     original = Autotuner.run
@@ -414,10 +411,6 @@ def _first_autotune_config(enabled: bool) -> Iterator[None]:
         return original(self, *args, **kwargs)
 
     Autotuner.run = run
-    try:
-        yield
-    finally:
-        Autotuner.run = original
 
 
 def _flatten(out: Any) -> list[Any]:
@@ -472,6 +465,8 @@ class Harness:
             self._sync()
             self._events = (torch.cuda.Event, torch.cuda.Event.elapsed_time)  # taken before the candidate loads
         self.arena.attach(self.spec["arena"])
+        if self.interpreted:
+            _use_first_autotune_config()
         import numpy
 
         for dtype in (numpy.float32, numpy.float64):  # BLAS's own pool, if it keeps one, starts now
@@ -506,7 +501,7 @@ class Harness:
         torch.manual_seed(int(request["seed"]))
         init_inputs = request["init_inputs"]
         try:
-            with self.guard.watching(), _first_autotune_config(self.interpreted):
+            with self.guard.watching():
                 model = self.module.ModelNew(*init_inputs)
                 state = request.get("state")
                 if state is not None:
@@ -555,20 +550,20 @@ class Harness:
         launches.recorder = recorder
         with contextlib.ExitStack() as stack:
             stack.enter_context(self.guard.watching())
-            stack.enter_context(_first_autotune_config(self.interpreted))
             if request.get("poison", True):
                 stack.enter_context(_poisoned_allocations())
             stack.enter_context(launches.active())
             if recorder is not None:
                 stack.enter_context(recorder)
             out = self._forward(model, inputs, request.get("what", "forward raised"))
-        flat, described = self._check_outputs(out)
-        reply: dict[str, Any] = {"launches": launches.launches, "outputs": described,
-                                 "ops": dict(recorder.ops) if recorder is not None else {},
-                                 "streams": len(launches.streams)}
-        receive = request.get("receive")
-        if receive is not None:
-            reply["copied"] = self._copy_into(flat, receive)
+        with self.guard.watching():  # a tensor subclass's own code runs when its outputs are read
+            flat, described = self._check_outputs(out)
+            reply: dict[str, Any] = {"launches": launches.launches, "outputs": described,
+                                     "ops": dict(recorder.ops) if recorder is not None else {},
+                                     "streams": len(launches.streams)}
+            receive = request.get("receive")
+            if receive is not None:
+                reply["copied"] = self._copy_into(flat, receive)
         return reply
 
     def _copy_into(self, flat: list[Any], receive: list[Any]) -> bool:
@@ -672,9 +667,10 @@ class Harness:
 
     def fetch(self, request: dict[str, Any]) -> dict[str, Any]:
         copied = []
-        for index, receive in zip(request["indices"], request["receive"], strict=True):
-            flat, _ = self._check_outputs(self.kept[index])
-            copied.append(self._copy_into(flat, receive))
+        with self.guard.watching():
+            for index, receive in zip(request["indices"], request["receive"], strict=True):
+                flat, _ = self._check_outputs(self.kept[index])
+                copied.append(self._copy_into(flat, receive))
         return {"copied": copied}
 
     def drop(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -712,6 +708,11 @@ def serve(conn: Any) -> None:
     except (EOFError, OSError):
         return
     workdir = spec["workdir"]
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file past the limit is a failed write, not a dead process
+    limit = int(spec.get("max_file_bytes", 2 << 30))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     log = os.open(os.path.join(workdir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)  # whatever the candidate prints goes to its log (the judge quotes its tail on a crash)
     os.dup2(log, 2)

@@ -37,7 +37,7 @@ from evoforge.task import Task
 _ENV_PREFIXES = ("PATH", "LANG", "LC_", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_", "NVIDIA_",
                  "TRITON_", "OMP_NUM_THREADS", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "ZE_", "ONEAPI_", "SYCL_",
                  "NEOReadDebugKeys", "HIP_", "ROCR_", "CC", "CXX", "EVOFORGE_KERNELBENCH", "EVOFORGE_CUTE_",
-                 "EVOFORGE_CUTLASS_INCLUDE")
+                 "EVOFORGE_CUTLASS_INCLUDE", "EVOFORGE_CONTAINMENT", "EVOFORGE_HIDE")
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
 
 
@@ -106,6 +106,7 @@ class Sandbox:
         self._pending = b""  # bytes read from the result pipe past the last complete line
         self._requests = 0
         self.restarts = 0
+        self.containment: dict[str, str] = {}  # how the judge's candidates run, from its "ready" line
 
     def _start(self) -> None:
         self._home = tempfile.TemporaryDirectory(prefix="evoforge-sandbox-")
@@ -122,6 +123,7 @@ class Sandbox:
         stderr.close()
         self._pending = b""
         line = self._read_line(self.startup_timeout_s)
+        self.containment = _parse_line(line).get("containment") or {} if line else {}
         if not line or not _parse_line(line).get("ready"):
             tail = self._stderr_tail()
             self._kill()

@@ -92,7 +92,14 @@ def main() -> int:
 
     warm_up()  # the forkserver that starts candidates' processes, with torch and Triton imported in it
     chains: dict[str, VerificationChain] = {}  # one per backend: the judge's state (its arena) lives on
-    protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    from evoforge.backends import candidate_process
+
+    containment = candidate_process.CONTAINMENT
+    if containment is not None and containment.mode == "none":
+        print(f"evoforge: {containment.why}", file=sys.stderr)
+    protocol.write(json.dumps({"ready": True, "pid": os.getpid(),
+                               "containment": {"mode": containment.mode, "why": containment.why}
+                               if containment is not None else {}}) + "\n")
     workdir = Path(tempfile.mkdtemp(prefix="evoforge-eval-"))
     for line in sys.stdin:
         if not line.strip():

@@ -199,8 +199,11 @@ class Campaign:
         workers, num_gpus = pool_shape(backend, workers=cfg.workers, per_device=cfg.evaluators_per_device)
         init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2))
         # The knowledge base's hard rules were checked here, before the pool (precheck): not again in the actors.
+        # The run directory (the record, the cache, the LLM's cache) is out of the candidates' sight where they
+        # run contained (backends/containment.py).
         evaluator_kwargs = {"backend": backend.name, "arch": cfg.arch, "options": options.to_dict(),
-                            "timeout_s": cfg.timeout_s, "knowledge": False}
+                            "timeout_s": cfg.timeout_s, "knowledge": False,
+                            "hide_paths": [str(self.run_dir.resolve())]}
         self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
                              timeout_s=cfg.timeout_s)
 

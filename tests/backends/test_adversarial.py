@@ -97,3 +97,43 @@ def test_a_time_under_the_physical_floor_is_never_ok():
                          allow=("fewer_flops",))[0] is EvalStatus.IMPLAUSIBLE
     assert floor_verdict(0.60, memory_floor_ms=memory_floor, compute_floor_ms=compute_floor, flops=1e9,
                          allow=())[0] is None
+
+
+def test_input_variants_leave_the_task_its_structure():
+    """Signed inputs flip signs only: zeros stay zeros (a triangular input stays triangular), a symmetric matrix
+    stays symmetric, integers are left alone; scaled ones are signed, times 8."""
+    import torch
+    from evoforge.backends.chain import input_variant
+
+    upper = torch.triu(torch.rand(16, 16))
+    sym = torch.rand(8, 8)
+    sym = sym + sym.T
+    index = torch.randint(0, 5, (7,))
+    signed = input_variant([upper, sym, index, 3], "signed", seed=1)
+    assert torch.equal(signed[0].abs(), upper) and torch.equal(torch.tril(signed[0], -1), torch.zeros(16, 16))
+    assert bool((signed[0] < 0).any())  # an all-positive input gets negatives
+    assert torch.equal(signed[1], signed[1].T) and torch.equal(signed[1].abs(), sym)
+    assert torch.equal(signed[2], index) and signed[3] == 3
+    scaled = input_variant([upper], "scaled", seed=1)
+    assert torch.equal(scaled[0], signed[0] * 8)
+
+
+def test_odd_shapes_take_one_off_the_even_sizes():
+    from evoforge.backends.chain import odd_shapes
+
+    from evoforge.task import Task
+
+    shapes = odd_shapes(Task.load("L1/2", overrides={"M": 64, "N": 64, "K": 4096}))
+    assert shapes[0] == {"M": 63, "N": 63, "K": 4095}  # all together first, then one at a time, largest first
+    assert shapes[1:] == [{"K": 4095}, {"M": 63}, {"N": 63}]
+    assert odd_shapes(Task.load("L1/19", overrides={"batch_size": 4, "dim": 1000})) == [{"dim": 999}]
+
+
+def test_sixteen_bit_rounding_is_the_split_yardstick_and_tf32_is_coarser():
+    import torch
+    from evoforge.backends.compare import round_significand
+
+    x = torch.randn(10000)
+    for bits, bound in ((16, 2.0 ** -16), (11, 2.0 ** -11)):
+        rel = ((round_significand(x, bits) - x).abs() / x.abs()).max()
+        assert float(rel) <= bound and float(rel) > bound / 4
