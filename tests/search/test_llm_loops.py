@@ -254,3 +254,25 @@ def test_a_loop_without_its_operators_is_the_tuner() -> None:
     for name in ("stages", "cutegen"):
         strategy = get_strategy(name, seed=0, initial=(SEED,), operators=("params",))
         assert all(p.operator == "params" and p.params is not None for p in strategy.ask(3))
+
+
+def test_strategy_options_from_the_command_line() -> None:
+    """``evoforge run --strategy stages --strategy-option K=V``: the options reach the strategy, over the config's;
+    a wrong one stops the run before it starts, naming the flag."""
+    from evoforge.campaign_cli import apply_flags
+    from evoforge.cli import build_parser
+    from evoforge.config import CampaignConfig
+
+    def flags(*argv: str) -> CampaignConfig:
+        args = build_parser().parse_args(["run", "--task", "L1/19", *argv])
+        return apply_flags(CampaignConfig(strategy_options={"attempts": 5}), args)
+
+    config = flags("--strategy", "stages", "--strategy-option", "order=['memory_access', 'autotuning']",
+                   "--strategy-option", "accept=correct")
+    assert config.strategy_options == {"attempts": 5, "order": ["memory_access", "autotuning"], "accept": "correct"}
+    built = get_strategy(config.strategy, seed=0, **config.strategy_options)
+    assert (built.order, built.accept, built.attempts) == (("memory_access", "autotuning"), "correct", 5)
+    with pytest.raises(UsageError, match=r"^flags: --strategy stages: order names unknown stage"):
+        flags("--strategy", "stages", "--strategy-option", "order=['warp_magic']")
+    with pytest.raises(UsageError, match="--strategy-option"):
+        flags("--strategy", "stages", "--strategy-option", "attempts")
