@@ -14,6 +14,10 @@ their order), ``accept`` (``faster``, or ``correct``: keep any correct rewrite, 
 kept), ``min_gain`` (a fraction: 0.02 keeps only rewrites at least 2% faster), ``attempts`` (default 3),
 ``then`` (``tune``: after the last stage the parameter tuner takes the rest of the budget; ``stop``).
 
+A task with no kernel to start from (the campaign's seed is the task's reference) gets its input from
+``llm-generate``: a generation that fails is repaired with the chain's findings, or generated again, up to
+``attempts`` proposals; the first correct kernel is the pass's input.
+
 Every stage decision is recorded beside its trial (``decision``: stage, attempt, role ``rewrite``/``repair``,
 accepted, why, the stage input's and the child's runtime) and the pass as a whole in the campaign summary.
 """
@@ -32,6 +36,7 @@ from evoforge.core import Candidate, EvalResult, UsageError
 
 STAGE = "llm-stage"
 REPAIR = "llm-repair"
+GENERATE = "llm-generate"
 ACCEPT = ("faster", "correct")
 
 
@@ -66,6 +71,9 @@ class StagePipeline(LoopStrategy):
         self.notes: list[str] = []
         self.waiting = False
         self.stages: list[dict[str, Any]] = []  # one entry per finished stage
+        # no kernel to start from: the input is generated from the reference (and repaired) first
+        self.generating = bool(self.initial and self.initial[0].meta.get("reference")) and GENERATE in self.operators
+        self.input_used = 0
 
     # -- what to ask ------------------------------------------------------------------------------------------
     @property
@@ -73,8 +81,10 @@ class StagePipeline(LoopStrategy):
         return self.order[self.stage_index]
 
     def _next(self) -> tuple[Proposal, dict[str, Any]] | None:
-        if self.waiting or self.head is None or self.finished:
+        if self.waiting or self.finished:
             return None
+        if self.head is None:
+            return self._next_input() if self.generating else None
         self.used += 1
         asked = {"stage": self.stage, "step": self.stage_index + 1, "attempt": self.used,
                  "input": self.head[0].id, "input_ms": self.runtime(self.head[1])}
@@ -87,10 +97,24 @@ class StagePipeline(LoopStrategy):
         return Proposal(operator=STAGE, parents=(self.head[0],), stage=self.stage, meta=meta), \
             {**asked, "role": "rewrite"}
 
+    def _next_input(self) -> tuple[Proposal, dict[str, Any]]:
+        self.input_used += 1
+        self.waiting = True
+        asked = {"stage": "input", "attempt": self.input_used, "phase": "input"}
+        meta = {"notes": list(self.notes)} if self.notes else {}
+        if self.repair_target is not None:
+            target, self.repair_target = self.repair_target, None
+            return Proposal(operator=REPAIR, parents=(target,), meta=meta), \
+                {**asked, "role": "repair", "repairs": target.id}
+        return Proposal(operator=GENERATE, meta=meta), {**asked, "role": "generate"}
+
     # -- what a result does ------------------------------------------------------------------------------------
     def _told(self, candidate: Candidate, result: EvalResult, asked: dict[str, Any] | None) -> None:
         if asked is None:
             self._told_input(candidate, result)
+            return
+        if asked.get("phase") == "input":
+            self._told_generated(candidate, result, asked)
             return
         self.waiting = False
         base_ms = asked.get("input_ms")
@@ -163,6 +187,38 @@ class StagePipeline(LoopStrategy):
             self.finished = True
             self._decide(candidate, None, accepted=False, role="input",
                          why=f"the pipeline needs a correct kernel to start from; the input is {outcome(result)}")
+
+    def _told_generated(self, candidate: Candidate, result: EvalResult, asked: dict[str, Any]) -> None:
+        """A generated (or repaired) kernel meant to be the pass's input."""
+        self.waiting = False
+        usable = not candidate.meta.get("no_child") and not self._llm_failed(candidate, asked)
+        if usable and result.ok:
+            self.input = self.head = self.best = (candidate, result)
+            self.notes = []
+            self._decide(candidate, asked, accepted=True, runtime_ms=self.runtime(result), next="first stage",
+                         why=f"the pipeline's input, generated from the reference ({outcome(result)})")
+            return
+        left = self.input_used < self.attempts
+        why = outcome(result) if usable else f"no usable reply: {result.message[:300]}"
+        if usable:
+            self._failed[candidate.id] = candidate
+        if left and usable and REPAIR in self.operators:
+            self.repair_target = candidate
+            self.notes = []
+            self._decide(candidate, asked, accepted=False, why=why, next="repair")
+            return
+        if left and not usable and asked["role"] == "repair" and asked.get("repairs") in self._failed:
+            self.repair_target = self._failed[asked["repairs"]]  # the fault still waits for its fix
+            self.notes = [f"Your previous reply could not be used: {result.message[:300]}"]
+            self._decide(candidate, asked, accepted=False, why=why, next="repair")
+            return
+        if left:
+            self.notes = [f"An earlier kernel for this task failed: {why[:300]}"]
+            self._decide(candidate, asked, accepted=False, why=why, next="generate again")
+            return
+        self.finished = True
+        self._decide(candidate, asked, accepted=False, next="end",
+                     why=f"{why}; no correct kernel to start the pass from after {self.input_used} attempt(s)")
 
     def _end_stage(self, ended: str, *, kept: str | None = None) -> None:
         self.stages.append({"stage": self.stage, "ended": ended, "attempts": self.used, "kept": kept,

@@ -175,6 +175,29 @@ def test_a_resumed_pipeline_replays_its_decisions() -> None:
     assert (got.operator, got.stage, got.parents, got.meta) == (want.operator, want.stage, want.parents, want.meta)
 
 
+def test_with_no_kernel_to_start_from_the_input_is_generated_and_repaired_first() -> None:
+    """A task without a seed kernel (the campaign's seed is the reference): before this, the pass waited for an
+    input that never came and the campaign ended with nothing evaluated."""
+    reference = Candidate(source="class Model: ...\n", task="t", operator="reference", meta={"reference": True})
+    ops = ("llm-stage", "llm-repair", "llm-generate")
+    driver = Driver(get_strategy("stages", seed=0, initial=(reference,), operators=ops, order=["fusion"],
+                                 attempts=3))
+    p1, generated, d1 = driver.step(failed("max abs err 0.5 at [3, 7]"))
+    assert (p1.operator, p1.parents) == ("llm-generate", ()) and d1["next"] == "repair"
+    p2, repaired, d2 = driver.step(ok(2.0))
+    assert (p2.operator, p2.parents) == ("llm-repair", (generated,))
+    assert d2["accepted"] and "the pipeline's input" in d2["why"]
+    p3, _, _ = driver.step(ok(1.0))
+    assert (p3.operator, p3.stage, p3.parents) == ("llm-stage", "fusion", (repaired,))
+    assert driver.strategy.summary()["input"] == repaired.id and driver.strategy.summary()["final_ms"] == 1.0
+
+    given_up = Driver(get_strategy("stages", seed=0, initial=(reference,), operators=ops, attempts=2))
+    given_up.step(ok(1.0), no_child="unreadable")
+    p, _, d = given_up.step(ok(1.0), no_child="truncated")
+    assert p.operator == "llm-generate" and d["next"] == "end" and "no correct kernel" in d["why"]
+    assert given_up.strategy.ask(1) == [] and given_up.strategy.finished
+
+
 def test_bad_options_are_one_line() -> None:
     with pytest.raises(UsageError, match="unknown stage"):
         get_strategy("stages", seed=0, order=["fusion", "warp_magic"])
