@@ -45,7 +45,8 @@ class CuTeGenLoop(LoopStrategy):
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
                  samples: int = 1, debug_attempts: int = 3, steps: int = 0, advance: str = "correct",
                  patience: int = 3, from_seed: bool = False, then: str = "stop") -> None:
-        self.from_seed = bool(from_seed)
+        # a task with no seed kernel (its reference stands in) has nothing to start from but a generation
+        self.from_seed = bool(from_seed) and not (initial and initial[0].meta.get("reference"))
         super().__init__(seed=seed, initial=initial, operators=operators, then=then)
         if advance not in ADVANCE:
             raise UsageError(f"--strategy cutegen: advance must be one of {', '.join(ADVANCE)}, got {advance!r}")

@@ -299,3 +299,10 @@ def test_strategy_options_from_the_command_line() -> None:
         flags("--strategy", "stages", "--strategy-option", "order=['warp_magic']")
     with pytest.raises(UsageError, match="--strategy-option"):
         flags("--strategy", "stages", "--strategy-option", "attempts")
+
+
+def test_cutegen_from_a_seed_that_is_the_reference_generates() -> None:
+    reference = Candidate(source="class Model: ...\n", task="t", operator="reference", meta={"reference": True})
+    driver = Driver(get_strategy("cutegen", seed=0, initial=(reference,), operators=LLM_OPS, from_seed=True))
+    (proposal,) = driver.strategy.ask(1)  # before: it waited for a seed's verdict that never came
+    assert proposal.operator == "llm-generate"
