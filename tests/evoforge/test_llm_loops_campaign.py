@@ -148,3 +148,23 @@ def test_the_ablation_puts_the_loops_side_by_side(loops: dict[str, Any]) -> None
     assert (table["evaluations"] <= 7).all()
     agg = pd.read_csv(loops["out"] / "aggregate.csv")
     assert list(agg["variant"]) == ["stages", "cutegen"] and (agg["tokens"] > 0).all()
+
+
+def test_the_cost_table_counts_calls_no_children_and_tokens(loops: dict[str, Any]) -> None:
+    """experiments/benchmarks/llm_loop_costs.py, the script behind docs/llm.md's token figures, on this ablation."""
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("llm_loop_costs", REPO / "experiments/benchmarks/llm_loop_costs.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    df = script.costs(loops["out"]).set_index("variant")
+    # stages: fusion (unchanged), memory_access, its repair, autotuning (the 429 was retried: one call)
+    assert df.loc["stages", ["trials", "no_child", "llm_calls", "evaluated"]].tolist() == [5, 1, 4, 4]
+    # cutegen: a generation, its repair, three optimization steps (the truncated one made no child)
+    assert df.loc["cutegen", ["trials", "no_child", "llm_calls", "evaluated"]].tolist() == [6, 1, 5, 5]
+    assert (df["prompt_tokens"] > df["completion_tokens"]).all()
+    text = script.table(df.reset_index(), ["stages", "cutegen"])
+    assert text.splitlines()[2].startswith("| stages |") and text.splitlines()[3].startswith("| cutegen |")
