@@ -21,6 +21,8 @@ from tests.conftest import run_cli
 from tests.fakellm import FakeLLMServer
 from tests.kernelmodel import WRONG, KernelModel
 
+pytestmark = pytest.mark.slow  # two campaigns in one Ray session: 186 s on two cores shared with other jobs
+
 TASK = "level1/19_ReLU"
 ABLATION = """
 [campaign]
@@ -102,7 +104,10 @@ def test_stages_runs_the_ordered_pass_and_records_every_decision(loops: dict[str
     assert wrong["message"].split("\n")[0][:60] in repair_prompt and WRONG in repair_prompt
     assert repair["status"] == "ok" and repair["reply_kind"] == "patches"
     # autotuning: after the 429 the rewrite arrived; each correct rewrite is kept exactly when it was faster
-    assert [d["stage"] for d in decisions[1:]] == ["fusion", "memory_access", "memory_access", "autotuning"]
+    # (a first autotuning rewrite that is correct but not faster on this machine is asked again: two attempts)
+    stages = [d["stage"] for d in decisions[1:]]
+    assert stages[:3] == ["fusion", "memory_access", "memory_access"] and stages[3:] in (
+        ["autotuning"], ["autotuning", "autotuning"])
     for d in decisions[1:]:
         if d.get("runtime_ms") is not None:
             assert d["accepted"] == (d["runtime_ms"] < d["input_ms"]), d
@@ -112,7 +117,8 @@ def test_stages_runs_the_ordered_pass_and_records_every_decision(loops: dict[str
     assert [s["stage"] for s in pass_["stages"]] == ["fusion", "memory_access", "autotuning"]
     assert pass_["stages"][0]["ended"] == "does not apply" and pass_["finished"]
     assert pass_["final_ms"] <= pass_["input_ms"]
-    assert loops["model"].calls["stage"] == 4  # fusion, memory_access, autotuning's 429 and its retry
+    # fusion, memory_access, autotuning's 429 and its retry (and a second attempt where the first was slower)
+    assert loops["model"].calls["stage"] == 2 + 1 + stages.count("autotuning")
 
 
 def test_cutegen_generates_debugs_and_optimizes_with_figures_held_back(loops: dict[str, Any]) -> None:
@@ -145,7 +151,7 @@ def test_the_ablation_puts_the_loops_side_by_side(loops: dict[str, Any]) -> None
     table = pd.read_csv(loops["out"] / "summary.csv")
     assert list(table["variant"]) == ["stages", "cutegen"]
     assert table["correct"].all() and (table["tokens"] > 0).all()
-    assert (table["evaluations"] <= 7).all()
+    assert (table["evaluations"] <= 7).all()  # the budget
     agg = pd.read_csv(loops["out"] / "aggregate.csv")
     assert list(agg["variant"]) == ["stages", "cutegen"] and (agg["tokens"] > 0).all()
 
@@ -162,7 +168,9 @@ def test_the_cost_table_counts_calls_no_children_and_tokens(loops: dict[str, Any
     spec.loader.exec_module(script)
     df = script.costs(loops["out"]).set_index("variant")
     # stages: fusion (unchanged), memory_access, its repair, autotuning (the 429 was retried: one call)
-    assert df.loc["stages", ["trials", "no_child", "llm_calls", "evaluated"]].tolist() == [5, 1, 4, 4]
+    trials = int(df.loc["stages", "trials"])  # 5, or 6 where autotuning took two attempts
+    assert trials in (5, 6)
+    assert df.loc["stages", ["no_child", "llm_calls", "evaluated"]].tolist() == [1, trials - 1, trials - 1]
     # cutegen: a generation, its repair, three optimization steps (the truncated one made no child)
     assert df.loc["cutegen", ["trials", "no_child", "llm_calls", "evaluated"]].tolist() == [6, 1, 5, 5]
     assert (df["prompt_tokens"] > df["completion_tokens"]).all()
