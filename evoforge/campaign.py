@@ -3,6 +3,15 @@
 Asynchronous and steady-state: whenever an evaluator is free, the next child is proposed for the task that
 has budget left; results are told to the strategy and recorded as they finish. Nothing here evaluates code:
 the pool does, in sandboxed processes on Ray actors.
+
+An operator that makes no child (an LLM reply that cannot be used, or that sends the kernel back unchanged) is
+recorded too, under its parent's source and marked ``no_child``: it spent a proposal and tokens. It is not the
+parent's result: the parent keeps its own (a correct kernel stays correct for the operators and the feedback
+delay), and it is no failure the model is shown again.
+
+A strategy steers one proposal through ``Proposal.stage`` and ``Proposal.meta["notes"]`` (both reach the
+operator's context) and knows its child again by ``meta["ticket"]``, stamped on the child and recorded; a
+strategy with a ``decision(candidate)`` method has what it decided about each child recorded beside its trial.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from typing import Any
 
 from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig, validate_config
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
+from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
 from evoforge.mutators.registry import PARAMS, family_of
 from evoforge.search.base import Proposal, Store, Strategy
@@ -29,6 +38,12 @@ from evoforge.search.store import OptunaStore, atomic_write, redact_url
 from evoforge.task import Task, read_candidate_file
 
 log = logging.getLogger("evoforge.campaign")
+
+#: what an operator wrote in a child's meta that the record keeps as trial attributes (prompt and reply go to
+#: artifacts, tokens and model are the store's own)
+RECORDED_META = ("no_child", "ticket", "reply_problem", "reply_kind", "finish_reason", "feedback",
+                 "repair_attempts", "repaired_status", "repair_error", "stages_done")
+GENERATE = "llm-generate"
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,8 @@ class TaskState:
     history: list[tuple[Candidate, EvalResult]] = field(default_factory=list)
     statuses: Counter[str] = field(default_factory=Counter)
     correct_steps: dict[str, int] = field(default_factory=dict)  # candidate id -> correct steps in its lineage
+    results: dict[str, EvalResult] = field(default_factory=dict)  # candidate id -> its evaluation (no no-child)
+    proposals: int = 0  # children asked of operators so far (each gets its own context seed)
     in_flight: int = 0
     first_correct_at: int | None = None
     illegal_skipped: int = 0  # parameter proposals outside the knowledge base's legal space
@@ -56,6 +73,11 @@ class TaskState:
     @property
     def evaluations(self) -> int:
         return len(self.history)
+
+    @property
+    def seed_is_reference(self) -> bool:
+        """No kernel to start from: the task's reference stands in, and the first kernel is generated."""
+        return bool(self.seed.meta.get("reference"))
 
     def best(self) -> tuple[Candidate, EvalResult] | None:
         ok = [(c, r) for c, r in self.history if r.ok and r.speedup is not None and not r.below_floor]
@@ -121,9 +143,16 @@ class Campaign:
                 task = replace(task, floor_passes=passes)
             self._check_inputs(task)
             seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task)
+            if seed_path is None and GENERATE in self.mutators:
+                # The first kernel is written from the reference: the reference is the lineage's start (never
+                # evaluated as a candidate).
+                out.append((task, Candidate(source=task.source, task=task.name, operator="reference",
+                                            meta={"reference": True})))
+                continue
             if seed_path is None:
                 raise UsageError(f"task {task.name}: no seed kernel (give --seed-kernel FILE or seed_kernel = "
-                                 "\"...\" in its [[tasks]] entry; no shipped template serves this task)")
+                                 "\"...\" in its [[tasks]] entry, or add llm-generate to the operators; no shipped "
+                                 "template serves this task)")
             source = read_candidate_file(str(seed_path), flag="--seed-kernel")
             try:
                 compile(source, str(seed_path), "exec")
@@ -161,7 +190,7 @@ class Campaign:
         from evoforge.search.strategy_spec import build_strategy
 
         return build_strategy(self.config.strategy, seed=self.config.seed * 1000 + index, operators=operators,
-                              initial=(seed,))
+                              initial=(seed,), options=self.config.strategy_options)
 
     def setup(self) -> None:
         """``prepare`` and ``start_pool``: ready to ``run`` (or ``restore`` first, on a resume)."""
@@ -217,6 +246,8 @@ class Campaign:
             # Operators that can act on the seed's structure (LLM operators can act on any).
             usable = [op for op in operators if op == PARAMS or family_of(op) == "llm"
                       or self.mutators[op].applicable(seed, None)]
+            if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
+                usable = [op for op in usable if family_of(op) == "llm"]
             states.append(TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
@@ -281,8 +312,14 @@ class Campaign:
         restored = 0
         for name, state in self.tasks.items():
             for stored in self.store.load(name):
-                self._absorb(state, stored.candidate, stored.result, record=False)
+                candidate = stored.candidate
+                kept = {k: stored.user_attrs[k] for k in ("no_child", "ticket", "reply_problem")
+                        if k in stored.user_attrs}
+                if kept:  # a no-child is recorded under its parent's id: its own marks live in the trial
+                    candidate = replace(candidate, meta={**candidate.meta, **kept})
+                self._absorb(state, candidate, stored.result, record=False)
                 restored += 1
+            state.proposals = state.evaluations
         state_file = self.run_dir / "campaign_state.json"
         if state_file.exists():
             try:
@@ -304,23 +341,35 @@ class Campaign:
         return (state.evaluations + state.in_flight < self.config.budget_evals and not self.out_of_time()
                 and state.task.name not in self.stopped)
 
-    def _context(self, state: TaskState, parent: Candidate | None) -> MutationContext:
-        parent_result = None
-        if parent is not None:
-            for c, r in reversed(state.history):
-                if c.id == parent.id:
-                    parent_result = r
-                    break
-        failures = tuple(Failure(c, r) for c, r in state.history[-20:] if not r.ok)[-4:]
+    def _context(self, state: TaskState, parent: Candidate | None, proposal: Proposal | None = None,
+                 number: int | None = None) -> MutationContext:
+        """What an operator may read. The parent's result is its own evaluation: a no-child recorded under its
+        id is no verdict on it. ``number`` (the proposal's) seeds the context, so two proposals made at once
+        still differ."""
+        parent_result = state.results.get(parent.id) if parent is not None else None
+        failures = tuple(Failure(c, r) for c, r in state.history[-20:]
+                         if not r.ok and not c.meta.get("no_child"))[-4:]
+        notes = tuple(str(n) for n in (proposal.meta.get("notes", ()) if proposal else ()))
         return MutationContext(task_name=state.task.name, task_source=state.task.source, arch=self.config.arch,
                                top=state.top(), failures=failures, parent_result=parent_result,
                                lineage_correct_steps=state.correct_steps.get(parent.id, 0) if parent else 0,
-                               knowledge_enabled=self.config.knowledge, seed=self.config.seed + state.evaluations)
+                               knowledge_enabled=self.config.knowledge,
+                               seed=self.config.seed + (state.evaluations if number is None else number),
+                               stage=proposal.stage if proposal else "", notes=notes)
 
     async def _materialize(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         """Turn a proposal into a child, or into an ``invalid`` result saying why no child could be made."""
+        made = await self._make(state, proposal)
+        ticket = proposal.meta.get("ticket")
+        if ticket is None or isinstance(made, _Failed):
+            return made if ticket is None else _Failed(made.result, {**made.meta, "ticket": ticket})
+        return replace(made, meta={**made.meta, "ticket": ticket})
+
+    async def _make(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         from evoforge.mutators.llm_client import scrub_secrets
 
+        number = state.proposals
+        state.proposals += 1
         parents = proposal.parents or (state.seed,)
         parent = parents[0]
         if proposal.params is not None:
@@ -332,7 +381,7 @@ class Campaign:
         if mutator is None:
             return _Failed(EvalResult.failure(EvalStatus.INVALID,
                                               f"no operator named {proposal.operator!r} in this campaign"))
-        context = self._context(state, parent)
+        context = self._context(state, parent, proposal, number)
         if not mutator.applicable(parent, context.parent_result):
             # Nothing for this operator to act on (no GROUP_M to toggle...): spend the slot on one that has.
             child = await self._fallback(parent, context)
@@ -341,7 +390,9 @@ class Campaign:
                                                   "this parent and no other operator applies"))
             return replace(child, task=state.task.name)
         try:
-            child = await mutator.propose(tuple(parents), context)
+            # llm-generate reads the reference: no kernel is its parent (the seed is what it must differ from)
+            given = tuple(proposal.parents) or ((state.seed,) if not state.seed_is_reference else ())
+            child = await mutator.propose(given if mutator.name == GENERATE else tuple(parents), context)
         except MutationError as e:
             return _Failed(EvalResult.failure(EvalStatus.INVALID, f"{proposal.operator}: {e}"),
                            dict(getattr(e, "meta", {}) or {}))
@@ -395,19 +446,28 @@ class Campaign:
 
     def _absorb(self, state: TaskState, candidate: Candidate, result: EvalResult, *, record: bool = True,
                 worker: str = "", started_at: float | None = None) -> None:
-        if record:
-            assert self.store is not None
-            extra = {"worker": worker, "wall_time_s": round(self.elapsed_s(), 3), "evaluation": state.evaluations}
-            now = time.time()
-            self.store.record(state.task.name, candidate, result, extra_attrs=extra,
-                              started_at=now if started_at is None else started_at, finished_at=now)
+        evaluation = state.evaluations
         state.history.append((candidate, result))
         state.statuses[str(result.status)] += 1
         if result.ok and state.first_correct_at is None:
-            state.first_correct_at = state.evaluations
-        parent_steps = max((state.correct_steps.get(p, 0) for p in candidate.parents), default=0)
-        state.correct_steps[candidate.id] = parent_steps + 1 if result.ok else 0
+            state.first_correct_at = evaluation
+        if not candidate.meta.get("no_child"):  # a no-child is no evaluation of its parent's source
+            state.results[candidate.id] = result
+            parent_steps = max((state.correct_steps.get(p, 0) for p in candidate.parents), default=0)
+            state.correct_steps[candidate.id] = parent_steps + 1 if result.ok else 0
         state.strategy.tell(candidate, result)
+        if record:
+            assert self.store is not None
+            extra: dict[str, Any] = {"worker": worker, "wall_time_s": round(self.elapsed_s(), 3),
+                                     "evaluation": evaluation}
+            extra.update({k: json_safe(candidate.meta[k]) for k in RECORDED_META if k in candidate.meta})
+            decide = getattr(state.strategy, "decision", None)
+            decision = decide(candidate) if callable(decide) else None
+            if decision:
+                extra["decision"] = json_safe(decision)
+            now = time.time()
+            self.store.record(state.task.name, candidate, result, extra_attrs=extra,
+                              started_at=now if started_at is None else started_at, finished_at=now)
 
     def _failed_proposal(self, state: TaskState, proposal: Proposal, failed: _Failed,
                          started_at: float | None = None) -> None:
@@ -426,7 +486,7 @@ class Campaign:
         proposed_at: dict[asyncio.Task[Any], float] = {}  # when the operator was asked (an LLM call takes a while)
         names = list(self.tasks)
         turn = 0
-        seeds_to_send = [s for s in self.tasks.values() if s.evaluations == 0]
+        seeds_to_send = [s for s in self.tasks.values() if s.evaluations == 0 and not s.seed_is_reference]
         with CampaignProgress(self, enabled=self.progress) as progress:
             while True:
                 # Propose for free evaluators, round robin over tasks with budget left.
@@ -442,7 +502,7 @@ class Campaign:
                     if state in seeds_to_send:
                         seeds_to_send.remove(state)
                         proposal = Proposal(operator="seed", parents=(state.seed,))
-                    elif state.evaluations == 0 and state.in_flight:
+                    elif state.evaluations == 0 and state.in_flight and not state.seed_is_reference:
                         stalled += 1  # wait for the seed's result before children
                         continue
                     else:
@@ -460,6 +520,7 @@ class Campaign:
                     pending[fut], proposed_at[fut] = (state, proposal), time.time()
                     capacity -= 1
                 # Children that are ready go to the pool (or straight to the record).
+                told = False  # a strategy told something may have a proposal now that it had none before
                 done = [t for t in pending if t.done()]
                 for fut in done:
                     state, proposal = pending.pop(fut)
@@ -468,10 +529,12 @@ class Campaign:
                     if isinstance(made, _Failed):
                         state.in_flight -= 1
                         self._failed_proposal(state, proposal, made, started_at=asked_at)
+                        told = True
                         progress.update()
                         continue
                     if self._outside_legal_space(state, made):
                         state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
+                        told = True
                         continue
                     # The child's one static check; its verdict travels with it to the actor and the chain.
                     made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
@@ -481,6 +544,7 @@ class Campaign:
                     if early is not None:
                         state.in_flight -= 1
                         self._absorb(state, made, early)
+                        told = True
                         progress.update()
                         continue
                     self._submitted[self.pool.submit(state.task.name, state.task, made)] = time.time()
@@ -490,13 +554,14 @@ class Campaign:
                     state.in_flight -= 1
                     self.cache.put(state.task.key(), candidate, result)
                     self._absorb(state, candidate, result, worker=worker, started_at=self._submitted.pop(worker, None))
+                    told = True
                     progress.update()
                 self._save_state()
                 if not pending and self.pool.in_flight() == 0 and not any(
                         self._wants_more(s) for s in self.tasks.values()):
                     break
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
-                if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted:
+                if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted and not told:
                     for name in wanting:  # said even when the last results came in after the strategy ran dry
                         self._stop(self.tasks[name])
                     break  # every strategy with budget left is exhausted (a space smaller than the budget)
@@ -533,7 +598,7 @@ class Campaign:
                    "elapsed_s": round(self.elapsed_s(), 2), "backend": self.backend.name, "arch": self.config.arch}
         for name, state in self.tasks.items():
             best = state.best()
-            seed_result = next((r for c, r in state.history if c.id == state.seed.id), None)
+            seed_result = state.results.get(state.seed.id)
             exported = export_best(self.run_dir, state.task, best, state.seed, seed_result)
             summary["tasks"][name] = {
                 "evaluations": state.evaluations, "statuses": dict(state.statuses),
@@ -550,7 +615,12 @@ class Campaign:
                 "stopped_early": self.stopped.get(name),
                 "tokens": sum(int(c.meta.get("prompt_tokens", 0)) + int(c.meta.get("completion_tokens", 0))
                               for c, _ in state.history),
+                "llm_calls": sum(1 for c, _ in state.history if "prompt_tokens" in c.meta),
+                "no_child": sum(1 for c, _ in state.history if c.meta.get("no_child")),
             }
+            report = getattr(state.strategy, "summary", None)
+            if callable(report):
+                summary["tasks"][name]["strategy"] = json_safe(report())
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         self._write_notes()
         return summary

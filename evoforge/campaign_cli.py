@@ -30,6 +30,9 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
         value = getattr(args, flag, None)
         if value is not None:
             setattr(config, key, value)
+    for item in getattr(args, "strategy_option", None) or []:
+        config.strategy_options = {**config.strategy_options,
+                                   **parse_assignments(item, flag="--strategy-option")}
     if args.operators:
         config.operators = [o.strip() for o in args.operators.split(",") if o.strip()]
     if args.no_kb:
@@ -150,7 +153,10 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--shapes", help='extra correctness shapes for all tasks: "batch_size=3,dim=777;..."')
     p.add_argument("--storage", help="Optuna RDB URL (default sqlite:///RUN_DIR/optuna.db)")
     p.add_argument("--ray-address", help="join an existing Ray cluster (default: start Ray locally)")
-    p.add_argument("--strategy", help="search strategy (default: default)")
+    p.add_argument("--strategy", help="search strategy (default: default; the LLM loops: stages, cutegen; see docs/llm.md)")
+    p.add_argument("--strategy-option", action="append", metavar="K=V",
+                   help="an option of the strategy, over the config's strategy_options (repeatable; e.g. "
+                        "attempts=2, order=['memory_access','autotuning'])")
     p.add_argument("--operators", help="comma-separated operators: params, rule, llm, llm-repair, ...")
     p.add_argument("--seed", type=int, help="random seed of the campaign")
     p.add_argument("--workers", type=int, help="evaluation actors (default: evaluators_per_device per GPU, "

@@ -48,6 +48,7 @@ class CampaignConfig:
     budget_evals: int = 50  # per task
     budget_minutes: float = 0.0  # whole campaign; 0: no limit
     strategy: str = "default"
+    strategy_options: dict[str, Any] = field(default_factory=dict)  # keyword options of the strategy
     operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))  # names in mutators/registry.py
     storage: str = ""  # Optuna RDB URL; empty: sqlite:///RUN_DIR/optuna.db
     ray_address: str = ""  # empty: start Ray locally
@@ -236,7 +237,8 @@ def validate_config(config: CampaignConfig, source: str) -> None:
     if config.backend not in ("auto", *backend_names()):
         where = f"--backend {config.backend}" if flags else f"{source}: backend {config.backend!r}"
         raise UsageError(f"{where}: unknown backend (choose from auto, {', '.join(backend_names())})")
-    check_strategy(config.strategy, flag="--strategy" if flags else f"{source}: strategy")
+    check_strategy(config.strategy, flag="--strategy" if flags else f"{source}: strategy",
+                   options=config.strategy_options)
     expand_operators(config.operators, source="--operators" if flags else f"{source}: operators")
 
 

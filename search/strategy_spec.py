@@ -21,9 +21,12 @@ def parse_strategy(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def build_strategy(spec: str, *, seed: int, initial: Sequence[Candidate] = (),
-                   operators: Sequence[str] | None = None, flag: str = "--strategy") -> Strategy:
-    """The strategy ``spec`` names; an unknown name or sampler is one UsageError line naming ``flag``."""
+                   operators: Sequence[str] | None = None, flag: str = "--strategy",
+                   options: dict[str, Any] | None = None) -> Strategy:
+    """The strategy ``spec`` names, with ``options`` (the config's ``strategy_options``) over the spec's own;
+    an unknown name, sampler or option is one UsageError line naming ``flag``."""
     name, opts = parse_strategy(spec)
+    opts.update(options or {})
     if name not in strategy_names():
         raise UsageError(f"{flag} {spec}: unknown strategy (choose from {', '.join(strategy_names())}; "
                          "bayes:tpe, bayes:gp, bayes:cmaes, bayes:random pick Optuna's sampler)")
@@ -35,6 +38,7 @@ def build_strategy(spec: str, *, seed: int, initial: Sequence[Candidate] = (),
         raise UsageError(f"{flag} {spec}: {e}") from None
 
 
-def check_strategy(spec: str, *, flag: str = "--strategy") -> None:
-    """Fail now, before anything is written, if ``spec`` names no strategy this install can build."""
-    build_strategy(spec, seed=0, flag=flag)
+def check_strategy(spec: str, *, flag: str = "--strategy", options: dict[str, Any] | None = None) -> None:
+    """Fail now, before anything is written, if ``spec`` (with ``options``) names no strategy this install can
+    build."""
+    build_strategy(spec, seed=0, flag=flag, options=options)

@@ -47,7 +47,8 @@ REGISTRIES = {
                                "evoforge.backends.replay", "evoforge.backends.xpu"},
     "evoforge.search.strategies": {"evoforge.search.strategies.bayes", "evoforge.search.strategies.default",
                                    "evoforge.search.strategies.evolution",
-                                   "evoforge.search.strategies.random_search"},
+                                   "evoforge.search.strategies.random_search",
+                                   "evoforge.search.strategies.stages", "evoforge.search.strategies.cutegen"},
 }
 
 
