@@ -88,6 +88,7 @@ class Campaign:
         self.llm: Any = None
         self.elapsed_before_s = 0.0
         self._last_save = 0.0  # monotonic time of the last campaign_state.json write
+        self.exhausted: set[str] = set()  # tasks whose strategy had nothing left to propose when the run ended
 
     # ---------------------------------------------------------------- set-up
     def _load_tasks(self) -> list[tuple[Task, Candidate]]:
@@ -112,9 +113,21 @@ class Campaign:
                 raise UsageError(f"--seed-kernel {seed_path}: not valid Python (line {e.lineno}: {e.msg})") from None
             if "ModelNew" not in source:
                 raise UsageError(f"--seed-kernel {seed_path}: defines no ModelNew (a candidate module must)")
-            out.append((task, Candidate.from_source(source, task=task.name, operator="seed",
-                                                    meta={"seed_file": str(seed_path)})))
+            out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)})))
         return out
+
+    def _seed_candidate(self, task: Task, source: str, meta: dict[str, Any]) -> Candidate:
+        """The seed as given, or, when it declares no SPACE, with its launch constants lifted into one
+        (``lifted-seed``): a plain kernel still gives parameter moves and the rule operators something to tune."""
+        from evoforge.mutators.lift import LIFTED_SEED, describe_lift, lift_launch_constants
+
+        lifted = lift_launch_constants(source, arch=self.config.arch if self.config.knowledge else None)
+        if lifted is None:
+            return Candidate.from_source(source, task=task.name, operator="seed", meta=meta)
+        log.warning("task %s: the seed declares no SPACE; lifted its launch constants into one (%s)", task.name,
+                    lifted.describe())
+        return Candidate.from_source(lifted.source, task=task.name, operator=LIFTED_SEED,
+                                     meta={**meta, **describe_lift(lifted)})
 
     def _make_mutators(self, arch: str) -> dict[str, Mutator]:
         """The operators the config names, from the one registry; the LLM client only when a model is set."""
@@ -390,9 +403,37 @@ class Campaign:
                     break
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
                 if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted:
+                    self.exhausted = set(wanting)
                     break  # every strategy with budget left is exhausted (a space smaller than the budget)
                 await asyncio.sleep(0.01 if pending else 0)
         return self.finish()
+
+    def stop_reason(self, state: TaskState) -> str | None:
+        """Why a task ended before its budget, in one line: what was tried and what going on would need."""
+        budget = self.config.budget_evals
+        if state.evaluations >= budget:
+            return None
+        done = f"stopped after {state.evaluations} of {budget} evaluations"
+        if self.out_of_time():
+            return f"{done}: the time budget ({self.config.budget_minutes:g} min) ran out"
+        if state.task.name not in self.exhausted:
+            return None
+        tried = ", ".join(f"{op} {n}" for op, n in Counter(c.operator for c, _ in state.history).items())
+        ops = [op for op in self.mutators if family_of(op) != "llm"]
+        space = state.seed.space
+        has_space = any(len(v) > 1 for v in space.values())
+        needs = []
+        if not has_space:
+            needs.append("a SPACE in the seed (SPACE/PARAMS, or launch constants written as literals that can be "
+                         "lifted)")
+        elif PARAMS in self.config.operators:
+            needs.append(f"more budget than its SPACE holds ({'x'.join(str(len(v)) for v in space.values())} "
+                         "configurations)")
+        if not any(family_of(op) == "llm" for op in self.mutators):
+            needs.append("an LLM endpoint (--llm-model NAME --llm-base-url URL)")
+        return (f"{done}: nothing left to try (tried {tried or 'nothing'}; operators "
+                f"{', '.join(self.config.operators)}{' (none applies to the seed)' if not ops else ''}); "
+                f"going on needs {' or '.join(needs) or 'other operators'}")
 
     def _save_state(self) -> None:
         now = time.monotonic()
@@ -428,6 +469,10 @@ class Campaign:
                 "tokens": sum(int(c.meta.get("prompt_tokens", 0)) + int(c.meta.get("completion_tokens", 0))
                               for c, _ in state.history),
             }
+            stopped = self.stop_reason(state)
+            if stopped:
+                summary["tasks"][name]["stopped"] = stopped
+                log.warning("task %s: %s", name, stopped)
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         return summary
 

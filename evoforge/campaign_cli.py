@@ -82,6 +82,9 @@ def print_leaderboard(summary: dict[str, Any]) -> None:
                       f"{t['best_pct_of_floor']:.0f}%" if t.get("best_pct_of_floor") else "-",
                       t["best_operator"] or "-", failures)
     console.print(table)
+    for name, t in summary["tasks"].items():
+        if t.get("stopped"):
+            console.print(f"[yellow]{name}: {t['stopped']}[/yellow]", highlight=False)
     if interpreted:
         console.print("[yellow]Times come from the Triton interpreter on the CPU: they check correctness, "
                       "not GPU speed.[/yellow]")
