@@ -104,8 +104,8 @@ class Campaign:
                 task = replace(task, floor_passes=passes)
             seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task)
             if seed_path is None:
-                raise UsageError(f"task {task.name}: no seed kernel (give --seed-kernel FILE or seed_kernel = "
-                                 "\"...\" in its [[tasks]] entry; no shipped template serves this task)")
+                out.append((task, self._inductor_seed(task)))
+                continue
             source = read_candidate_file(str(seed_path), flag="--seed-kernel")
             try:
                 compile(source, str(seed_path), "exec")
@@ -115,6 +115,50 @@ class Campaign:
                 raise UsageError(f"--seed-kernel {seed_path}: defines no ModelNew (a candidate module must)")
             out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)})))
         return out
+
+    def _inductor_seed(self, task: Task) -> Candidate:
+        """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured in a process
+        of its own on the campaign's device; where Inductor's code cannot be a candidate, one line says why."""
+        import subprocess
+        import sys
+
+        from evoforge.mutators.inductor_seed import INDUCTOR_SEED, InductorCapture, NoInductorSeed, seed_from_capture
+
+        folder = self.run_dir / "seeds"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = task.name.replace("/", "_")
+        captured = folder / f"{stem}.inductor.json"
+        if not captured.exists():
+            device = str(self.backend.device).split(":")[0]
+            log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
+            try:
+                proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", task.path, device,
+                                       str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
+                                      timeout=max(600.0, self.config.timeout_s))
+            except subprocess.TimeoutExpired:
+                return self._no_seed(task, "torch.compile did not finish within 600 s")
+            if proc.returncode != 0 or not captured.exists():
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+                return self._no_seed(task, f"capturing torch.compile's code failed ({tail})")
+        data = json.loads(captured.read_text())
+        if "no_seed" in data:
+            return self._no_seed(task, data["no_seed"])
+        try:
+            source = seed_from_capture(InductorCapture.from_json(captured.read_text()), allow_ops=task.allow_ops)
+        except NoInductorSeed as e:
+            return self._no_seed(task, str(e))
+        seed_file = folder / f"{stem}.py"
+        atomic_write(seed_file, source)
+        rule = "vendor ops allowed: " + ", ".join(task.allow_ops) if task.allow_ops else "strict"
+        return Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED,
+                                     meta={"seed_file": str(seed_file), "compute_rule": rule})
+
+    def _no_seed(self, task: Task, reason: str) -> Candidate:
+        """No template, and no Inductor seed: the campaign cannot start this task; one line says why and what to
+        give instead."""
+        raise UsageError(f"task {task.name}: no seed kernel: no shipped template serves this task and "
+                         f"torch.compile's code cannot be one ({reason}); give --seed-kernel FILE (or seed_kernel "
+                         "in its [[tasks]] entry)")
 
     def _seed_candidate(self, task: Task, source: str, meta: dict[str, Any]) -> Candidate:
         """The seed as given, or, when it declares no SPACE, with its launch constants lifted into one
