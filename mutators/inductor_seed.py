@@ -482,14 +482,14 @@ def _helper_sources() -> dict[str, str]:
     return out
 
 
-def _model_source(model_cls: type) -> str:
-    """The task's Model class renamed TaskModel, its forward removed."""
-    import inspect
+def _model_source(task_path: str) -> str:
+    """The task's Model class renamed TaskModel, its forward removed (read from the task file)."""
+    from pathlib import Path
 
-    text = textwrap.dedent(inspect.getsource(model_cls))
-    tree = ast.parse(text)
-    cls = tree.body[0]
-    assert isinstance(cls, ast.ClassDef)
+    tree = ast.parse(Path(task_path).read_text())
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    if cls is None:
+        raise NoInductorSeed(f"task {task_path} defines no class Model")
     cls.body = [n for n in cls.body if not (isinstance(n, ast.FunctionDef) and n.name == "forward")] or [ast.Pass()]
     cls.name = "TaskModel"
     return ast.unparse(cls).replace("super(Model, self)", "super()")
@@ -557,7 +557,7 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     needed = _helper_closure({h for k in kernels.values() for h in k.helpers}, helpers)
     return InductorCapture(output_code=codes[0], graph_inputs=graphs[0], forward_args=forward_args,
                            n_outputs=len(flat), single_output=not isinstance(out, tuple | list),
-                           model_source=_model_source(module.Model) if has_state else "",
+                           model_source=_model_source(task_path) if has_state else "",
                            device_arg=tensors[0] if tensors else "", configs=configs,
                            helpers={n: helpers[n] for n in sorted(needed) if n in helpers}, device=device, torch_version=torch.__version__,
                            task=str(task_path))

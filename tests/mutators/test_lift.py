@@ -56,3 +56,14 @@ def test_flags_and_odd_constants_are_not_tuned():
     lifted = lift_launch_constants(source)
     assert lifted is not None and set(lifted.params) == {"num_warps"}  # 1000 is no tile size to halve
     assert value_range("GROUP_M", 8) == [1, 4, 8, 16]
+
+
+def test_the_lifted_kernel_passes_the_chain_at_a_retuned_block(interpreter_evaluator, relu_task):
+    """The grid follows the lifted tile: at BLOCK=256 the kernel still covers the input (odd shape included)."""
+    from evoforge.core import Candidate
+
+    lifted = lift_launch_constants(PLAIN, arch="nvidia-sm90")
+    assert lifted is not None
+    child = Candidate.from_source(lifted.source, task=relu_task.name).with_params({"BLOCK": 256, "num_warps": 2})
+    result = interpreter_evaluator.evaluate(relu_task, child)
+    assert result.ok, result.message
