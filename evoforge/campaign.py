@@ -122,7 +122,12 @@ class Campaign:
         import subprocess
         import sys
 
-        from evoforge.mutators.inductor_seed import INDUCTOR_SEED, InductorCapture, NoInductorSeed, seed_from_capture
+        from evoforge.mutators.inductor_seed import (
+            INDUCTOR_SEED,
+            InductorCapture,
+            NoInductorSeed,
+            seed_from_capture,
+        )
 
         folder = self.run_dir / "seeds"
         folder.mkdir(parents=True, exist_ok=True)

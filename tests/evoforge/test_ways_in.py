@@ -40,3 +40,36 @@ set = {{batch_size = 4, dim = 1000}}
     # The LeakyReLU kernel has nothing to lift: it stops early, and says why and what would let it go on.
     assert leaky["evaluations"] < 3
     assert "stopped after" in leaky["stopped"] and "SPACE" in leaky["stopped"] and "--llm-model" in leaky["stopped"]
+
+
+def _with_capture(tmp_path, capture_text: str):
+    """A run directory whose seeds/ already holds the task's capture (the campaign captures only what is missing)."""
+    out = tmp_path / "run"
+    (out / "seeds").mkdir(parents=True)
+    (out / "seeds" / "level1_20_LeakyReLU.inductor.json").write_text(capture_text)
+    return out
+
+
+def test_a_task_no_template_serves_starts_from_the_inductor_seed(tmp_path):
+    from evoforge.backends.base import available_backend
+
+    from evoforge.campaign import Campaign
+    from evoforge.config import CampaignConfig, TaskConfig
+
+    out = _with_capture(tmp_path, (FIXTURES / "inductor" / "level1_20_LeakyReLU.cpu.json").read_text())
+    config = CampaignConfig(name="ind", out=str(out), backend="interpreter", arch="nvidia-sm90",
+                            tasks=[TaskConfig(spec="L1/20", set={"batch_size": 4, "dim": 1000})])
+    campaign = Campaign(config, progress=False)
+    campaign.backend = available_backend("interpreter")
+    [(task, seed)] = campaign._load_tasks()
+    assert seed.operator == "inductor-seed" and seed.meta["compute_rule"] == "strict"
+    assert len(seed.space["XBLOCK"]) > 1 and "class ModelNew" in (out / "seeds" / "level1_20_LeakyReLU.py").read_text()
+
+
+def test_a_task_with_no_way_in_stops_at_set_up_in_one_line(tmp_path):
+    reason = "Inductor calls convolution from a vendor library for this task"
+    out = _with_capture(tmp_path, json.dumps({"no_seed": reason}))
+    proc = run_cli("run", "--task", "L1/20", "--backend", "interpreter", "--out", str(out), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = proc.stderr.strip()
+    assert "\n" not in line and reason in line and "--seed-kernel" in line and "Traceback" not in line
