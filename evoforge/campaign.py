@@ -150,9 +150,8 @@ class Campaign:
                                             meta={"reference": True})))
                 continue
             if seed_path is None:
-                raise UsageError(f"task {task.name}: no seed kernel (give --seed-kernel FILE or seed_kernel = "
-                                 "\"...\" in its [[tasks]] entry, or add llm-generate to the operators; no shipped "
-                                 "template serves this task)")
+                out.append((task, self._inductor_seed(task)))
+                continue
             source = read_candidate_file(str(seed_path), flag="--seed-kernel")
             try:
                 compile(source, str(seed_path), "exec")
@@ -160,8 +159,7 @@ class Campaign:
                 raise UsageError(f"--seed-kernel {seed_path}: not valid Python (line {e.lineno}: {e.msg})") from None
             if "ModelNew" not in source:
                 raise UsageError(f"--seed-kernel {seed_path}: defines no ModelNew (a candidate module must)")
-            out.append((task, Candidate.from_source(source, task=task.name, operator="seed",
-                                                    meta={"seed_file": str(seed_path)})))
+            out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)})))
         return out
 
     def _check_inputs(self, task: Task) -> None:
@@ -173,6 +171,68 @@ class Campaign:
         warning = size_warning(task, size, host=self.backend.device_count() == 0, backend=self.backend.name)
         if warning:
             log.warning(warning)
+
+    def _inductor_seed(self, task: Task) -> Candidate:
+        """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured in a process
+        of its own on the campaign's device; where Inductor's code cannot be a candidate, one line says why."""
+        import subprocess
+        import sys
+
+        from evoforge.mutators.inductor_seed import (
+            INDUCTOR_SEED,
+            InductorCapture,
+            NoInductorSeed,
+            seed_from_capture,
+        )
+
+        folder = self.run_dir / "seeds"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = task.name.replace("/", "_")
+        captured = folder / f"{stem}.inductor.json"
+        if not captured.exists():
+            device = str(self.backend.device).split(":")[0]
+            log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
+            try:
+                proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", task.path, device,
+                                       str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
+                                      timeout=max(600.0, self.config.timeout_s))
+            except subprocess.TimeoutExpired:
+                return self._no_seed(task, "torch.compile did not finish within 600 s")
+            if proc.returncode != 0 or not captured.exists():
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+                return self._no_seed(task, f"capturing torch.compile's code failed ({tail})")
+        data = json.loads(captured.read_text())
+        if "no_seed" in data:
+            return self._no_seed(task, data["no_seed"])
+        try:
+            source = seed_from_capture(InductorCapture.from_json(captured.read_text()), allow_ops=task.allow_ops)
+        except NoInductorSeed as e:
+            return self._no_seed(task, str(e))
+        seed_file = folder / f"{stem}.py"
+        atomic_write(seed_file, source)
+        rule = "vendor ops allowed: " + ", ".join(task.allow_ops) if task.allow_ops else "strict"
+        return Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED,
+                                     meta={"seed_file": str(seed_file), "compute_rule": rule})
+
+    def _no_seed(self, task: Task, reason: str) -> Candidate:
+        """No template, and no Inductor seed: the campaign cannot start this task; one line says why and what to
+        give instead."""
+        raise UsageError(f"task {task.name}: no seed kernel: no shipped template serves this task and "
+                         f"torch.compile's code cannot be one ({reason}); give --seed-kernel FILE (or seed_kernel "
+                         "in its [[tasks]] entry), or add llm-generate to --operators with an LLM endpoint")
+
+    def _seed_candidate(self, task: Task, source: str, meta: dict[str, Any]) -> Candidate:
+        """The seed as given, or, when it declares no SPACE, with its launch constants lifted into one
+        (``lifted-seed``): a plain kernel still gives parameter moves and the rule operators something to tune."""
+        from evoforge.mutators.lift import LIFTED_SEED, describe_lift, lift_launch_constants
+
+        lifted = lift_launch_constants(source, arch=self.config.arch if self.config.knowledge else None)
+        if lifted is None:
+            return Candidate.from_source(source, task=task.name, operator="seed", meta=meta)
+        log.warning("task %s: the seed declares no SPACE; lifted its launch constants into one (%s)", task.name,
+                    lifted.describe())
+        return Candidate.from_source(lifted.source, task=task.name, operator=LIFTED_SEED,
+                                     meta={**meta, **describe_lift(lifted)})
 
     def _make_mutators(self, arch: str) -> dict[str, Mutator]:
         """The operators the config names, from the one registry; the LLM client only when a model is set."""
@@ -570,16 +630,40 @@ class Campaign:
 
     def _stop(self, state: TaskState) -> None:
         """A task whose strategy has nothing left to propose (and nothing in flight to learn from) stops before its
-        budget: said once, and in the summary, so a short campaign is not a mystery."""
+        budget: said once, and in the summary, so a short campaign is not a mystery: what was tried and what going
+        on would need."""
         name = state.task.name
         if name in self.stopped:
             return
+        tried = ", ".join(f"{op} {n}" for op, n in Counter(c.operator for c, _ in state.history).items())
+        ops = [op for op in self.mutators if family_of(op) != "llm"]
+        space = state.seed.space
+        needs = []
+        if not any(len(v) > 1 for v in space.values()):
+            needs.append("a SPACE in the seed (SPACE/PARAMS, or launch constants written as literals that can be "
+                         "lifted)")
+        elif PARAMS in self.config.operators:
+            needs.append(f"more budget than its SPACE holds ({'x'.join(str(len(v)) for v in space.values())} "
+                         "configurations)")
+        if not any(family_of(op) == "llm" for op in self.mutators):
+            needs.append("an LLM endpoint (--llm-model NAME --llm-base-url URL)")
         self.stopped[name] = (
             f"the {self.config.strategy} strategy had no new candidate to propose after {state.evaluations} of "
-            f"{self.config.budget_evals} evaluations: every candidate its operators "
-            f"({', '.join(self.config.operators)}) can reach from the seed was evaluated (a SPACE smaller than the "
-            "budget); operators that change the structure (rule, llm) reach further")
+            f"{self.config.budget_evals} evaluations: nothing left to try (tried {tried or 'nothing'}; operators "
+            f"{', '.join(self.config.operators)}{' (none applies to the seed)' if not ops else ''}); going on needs "
+            f"{' or '.join(needs) or 'other operators'}")
         log.warning("task %s: stopped early: %s", name, self.stopped[name])
+
+    def stop_reason(self, state: TaskState) -> str | None:
+        """Why a task ended before its budget, in one line (None: it had its budget)."""
+        if state.evaluations >= self.config.budget_evals:
+            return None
+        if state.task.name in self.stopped:
+            return self.stopped[state.task.name]
+        if self.out_of_time():
+            return (f"stopped after {state.evaluations} of {self.config.budget_evals} evaluations: the time budget "
+                    f"({self.config.budget_minutes:g} min) ran out")
+        return None
 
     def _save_state(self) -> None:
         now = time.monotonic()
@@ -612,7 +696,7 @@ class Campaign:
                 "best_params": best[0].params if best else None,
                 "timing_representative": best[1].timing_representative if best else None,
                 "exported": exported,
-                "stopped_early": self.stopped.get(name),
+                "stopped_early": self.stop_reason(state),
                 "tokens": sum(int(c.meta.get("prompt_tokens", 0)) + int(c.meta.get("completion_tokens", 0))
                               for c, _ in state.history),
                 "llm_calls": sum(1 for c, _ in state.history if "prompt_tokens" in c.meta),
