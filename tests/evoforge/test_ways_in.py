@@ -36,7 +36,9 @@ set = {{batch_size = 4, dim = 1000}}
     assert relu["evaluations"] == 3 and relu.get("stopped_early") is None
     trials = optuna.load_study(study_name="ways/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db").trials
     assert trials[0].user_attrs["operator"] == "lifted-seed"
-    assert {json.loads(t.user_attrs["params"])["BLOCK"] for t in trials} > {1024}
+    params = [json.loads(t.user_attrs["params"]) for t in trials]
+    assert params[0]["BLOCK"] == 1024 and "num_warps" in params[0]  # the written values, now parameters
+    assert any(p != params[0] for p in params[1:]), params  # and another configuration of them was evaluated
     # The LeakyReLU kernel has nothing to lift: it stops early, and says why and what would let it go on.
     assert leaky["evaluations"] < 3
     why = leaky["stopped_early"]
@@ -70,7 +72,8 @@ def test_a_task_no_template_serves_starts_from_the_inductor_seed(tmp_path):
 def test_a_task_with_no_way_in_stops_at_set_up_in_one_line(tmp_path):
     reason = "Inductor calls convolution from a vendor library for this task"
     out = _with_capture(tmp_path, json.dumps({"no_seed": reason}))
-    proc = run_cli("run", "--task", "L1/20", "--backend", "interpreter", "--out", str(out), timeout=300)
+    proc = run_cli("run", "--task", "L1/20", "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter",
+                   "--out", str(out), timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     line = proc.stderr.strip()
     assert "\n" not in line and reason in line and "--seed-kernel" in line and "Traceback" not in line

@@ -295,7 +295,7 @@ def test_strategy_options_from_the_command_line() -> None:
     assert config.strategy_options == {"attempts": 5, "order": ["memory_access", "autotuning"], "accept": "correct"}
     built = get_strategy(config.strategy, seed=0, **config.strategy_options)
     assert (built.order, built.accept, built.attempts) == (("memory_access", "autotuning"), "correct", 5)
-    with pytest.raises(UsageError, match=r"^flags: --strategy stages: order names unknown stage"):
+    with pytest.raises(UsageError, match=r"^--strategy stages: order names unknown stage"):
         flags("--strategy", "stages", "--strategy-option", "order=['warp_magic']")
     with pytest.raises(UsageError, match="--strategy-option"):
         flags("--strategy", "stages", "--strategy-option", "attempts")
