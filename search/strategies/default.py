@@ -16,7 +16,7 @@ from typing import Any
 from evoforge.search.base import Proposal
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.evolution import PARAMS, EvolutionStrategy, Individual
-from evoforge.search.strategies.proposals import params_proposal
+from evoforge.search.strategies.proposals import failure_kind, params_proposal
 from evoforge.search.strategies.tuner import StructureTuner
 
 from evoforge.core import Candidate
@@ -119,4 +119,4 @@ class DefaultStrategy(EvolutionStrategy):
             return
         tuner = self._tuner(ind.candidate.structure_id)
         if tuner is not None:
-            tuner.tell(idx, ind.runtime_ms)
+            tuner.tell(idx, ind.runtime_ms, failure=failure_kind(ind.result))

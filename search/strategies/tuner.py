@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from evoforge.search.strategies.causes import Cause, CauseModel
 from evoforge.search.strategies.optuna_tuner import OptunaTuner
+from evoforge.search.strategies.proposals import FailureKind
 from evoforge.search.strategies.space import ParamSpace
-from evoforge.search.strategies.surrogate import FailureModel, failure_probability
+from evoforge.search.strategies.surrogate import FailureModel
 
 
 class StructureTuner:
@@ -30,7 +32,8 @@ class StructureTuner:
 
     def __init__(self, *, space: ParamSpace, seed: int, sampler: str = "tpe", n_start: int = 5,
                  anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
-                 boundary_threshold: float = 0.7, explore_every: int = 3) -> None:
+                 boundary_threshold: float = 0.7, explore_every: int = 3, wrong_threshold: float = 0.5,
+                 known_causes: Sequence[Cause] = ()) -> None:
         self.explore_every = explore_every
         self.space = space
         self.sampler = OptunaTuner(space=space, sampler=sampler, seed=seed,
@@ -46,6 +49,12 @@ class StructureTuner:
         self.local_moves = 0
         self._failure_model: FailureModel | None = None
         self._pfail_cache: dict[tuple[int, ...], float] = {}
+        self.wrong_threshold = wrong_threshold
+        self.kinds: dict[tuple[int, ...], FailureKind] = {}
+        self.known_causes = tuple(known_causes)
+        self._cause_model: CauseModel | None = None
+        self._pwrong_cache: dict[tuple[int, ...], float] = {}
+        self.repaired = 0
 
     @property
     def seen(self) -> set[tuple[int, ...]]:
@@ -65,12 +74,13 @@ class StructureTuner:
             return None
         idx = None
         asked = len(self.results) + len(self.pending)
-        explore = (self.explore_every and asked % self.explore_every == 0
-                   and not any(v is None for v in self.results.values()))
+        explore = (self.explore_every and asked % self.explore_every == 0 and not self._resource_failures())
         if asked >= self.n_start and self.best() is not None and not explore:
             idx = self._local_move()
         if idx is None:
             idx = self.sampler.ask()
+            if idx is not None:
+                idx = self._avoid_wrong(idx)
         else:
             self.sampler.enqueue(idx)
             self.local_moves += 1
@@ -85,34 +95,89 @@ class StructureTuner:
             self.sampler.enqueue(idx)
             self.pending.add(idx)
 
-    def tell(self, idx: Sequence[int], runtime_ms: float | None) -> None:
+    def tell(self, idx: Sequence[int], runtime_ms: float | None, *, failure: FailureKind | None = None) -> None:
+        """``runtime_ms`` of a correct run; for a failure None, and its kind (a resource failure by default)."""
         idx = tuple(idx)
         self.pending.discard(idx)
         if idx in self.results:
             return
         self.results[idx] = runtime_ms
-        self.sampler.tell(idx, runtime_ms)
+        if runtime_ms is None:
+            self.kinds[idx] = failure or FailureKind.RESOURCE
+        wrong = self.kinds.get(idx) is FailureKind.PROPERTY
+        self.sampler.tell(idx, runtime_ms, penalize=not wrong)
         self._failure_model = None
         self._pfail_cache = {}
+        self._cause_model = None
+        self._pwrong_cache = {}
+
+    def _resource_failures(self) -> bool:
+        return any(k is FailureKind.RESOURCE for k in self.kinds.values())
+
+    # --- what makes a config incorrect ---------------------------------------------------------------------
+    def _causes(self) -> CauseModel:
+        if self._cause_model is None:
+            wrong = [i for i, k in self.kinds.items() if k is FailureKind.PROPERTY]
+            right = [i for i, v in self.results.items() if v is not None]
+            self._cause_model = CauseModel(self.space, known=self.known_causes).fit(wrong, right)
+        return self._cause_model
+
+    def _pwrong(self, idx: tuple[int, ...]) -> float:
+        if idx not in self._pwrong_cache:
+            if idx in self.results:
+                self._pwrong_cache[idx] = float(self.kinds.get(idx) is FailureKind.PROPERTY)
+            else:
+                self._pwrong_cache[idx] = self._causes().predict(idx)
+        return self._pwrong_cache[idx]
+
+    def _avoid_wrong(self, idx: tuple[int, ...]) -> tuple[int, ...]:
+        """The sampler's proposal, or, when it holds a likely cause of incorrect results, the same config with the
+        suspect values changed (its other values, the tiles the sampler chose, are kept).
+
+        A proposal is replaced with the probability that it is incorrect, so a cause that is only suspected
+        (a single incorrect config cannot tell which of its values is to blame) is still put to the test now
+        and then.
+        """
+        if not self._causes().active or self._rng.random() >= self._pwrong(idx):
+            return idx
+        suspects = set(self._causes().suspects(idx))
+        pool = [n for n in self.space.neighbours(idx) + self.space.neighbours2(idx)
+                if n not in self.seen and self._pwrong(n) < self.wrong_threshold]
+        targeted = [n for n in pool if {d for d in range(self.space.dims) if n[d] != idx[d]} <= suspects]
+        pool = targeted or pool
+        if not pool:
+            return idx
+        repair = pool[int(self._rng.integers(len(pool)))]
+        self.sampler.withdraw(idx)
+        self.sampler.enqueue(repair)
+        self.repaired += 1
+        return repair
 
     # --- local search --------------------------------------------------------------------------------------
     def _fail_model(self) -> FailureModel:
+        """Resource failures against everything that ran (an incorrect config ran: it fits)."""
         if self._failure_model is None:
             xs = list(self.results)
-            self._failure_model = FailureModel(self.space).fit(xs, [self.results[x] is None for x in xs])
+            self._failure_model = FailureModel(self.space).fit(
+                xs, [self.kinds.get(x) is FailureKind.RESOURCE for x in xs])
         return self._failure_model
 
     def _pfail(self, idx: tuple[int, ...]) -> float:
         if idx not in self._pfail_cache:
-            self._pfail_cache[idx] = failure_probability(self._fail_model(), self.results, idx)
+            if idx in self.results:
+                self._pfail_cache[idx] = float(self.kinds.get(idx) is FailureKind.RESOURCE)
+            else:
+                self._pfail_cache[idx] = self._fail_model().predict(idx)
         return self._pfail_cache[idx]
 
     def _local_move(self) -> tuple[int, ...] | None:
         ranked = sorted((v, i) for i, v in self.results.items() if v is not None)
-        any_failure = any(v is None for v in self.results.values())
+        any_failure = self._resource_failures()
+        wrong = self._causes().active
         for _, anchor in ranked[:self.anchors]:
             pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor) if n not in self.seen]
-            pool = [n for n in pool if self._pfail(n) < self.fail_threshold]
+            pool = [n for n in pool if self._pfail(n) < self.fail_threshold
+                    and (not wrong or self._pwrong(n) < self.wrong_threshold)]
             if self.boundary and any_failure:
                 near = [n for n in pool if max((self._pfail(m) for m in self.space.neighbours(n)), default=0.0)
                         >= self.boundary_threshold]
