@@ -13,7 +13,7 @@ import math
 import random
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,13 @@ def best_ratio(history: list[tuple[Candidate, EvalResult]], exhaustive_ms: float
     return min(times) / exhaustive_ms if times else math.inf
 
 
+def best_ratios(history: list[tuple[Candidate, EvalResult]], exhaustive_ms: float,
+                budgets: Sequence[int]) -> dict[int, float]:
+    """Best found / exhaustive best after the first ``b`` evaluations, for each ``b``: a strategy is never told its
+    budget, so the first 20 evaluations of a 50-evaluation search are a 20-evaluation search."""
+    return {b: best_ratio(history[:b], exhaustive_ms) for b in budgets}
+
+
 def _summary(ratios: list[float]) -> dict[str, float | None]:
     med = statistics.median(ratios)
     return {"p_within_2pct": sum(r <= WITHIN for r in ratios) / len(ratios),
@@ -80,10 +87,12 @@ def _summary(ratios: list[float]) -> dict[str, float | None]:
 
 def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strategy: str = "default",
                  seed: int = 0, batch: int = 1, baseline: str | None = "random",
-                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                 progress: Callable[[int], None] | None = None, checkpoints: Sequence[int] = ()) -> dict[str, Any]:
     """Run ``strategy`` ``repeats`` times (seeds seed, seed+1, ...) and the baseline the same way.
 
-    Returns p_within_2pct and median_best_ratio (best found / exhaustive best, >= 1) for both.
+    Returns p_within_2pct and median_best_ratio (best found / exhaustive best, >= 1) for both; with
+    ``checkpoints`` (budgets up to ``budget``), the same two figures after that many evaluations of each run
+    under ``at`` (``random_at`` for the baseline).
     """
     if budget < 1 or repeats < 1 or batch < 1:
         raise UsageError("--budget, --repeats and --batch must be at least 1")
@@ -95,16 +104,22 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
     out: dict[str, Any] = {"landscape": Path(landscape.path).name, "kernel": landscape.kernel, "gpu": landscape.gpu,
                            "configs": len(landscape.rows), "exhaustive_best_ms": best, "strategy": strategy,
                            "budget": budget, "repeats": repeats, "batch": batch, "seed": seed}
+    if any(not 1 <= b <= budget for b in checkpoints):
+        raise UsageError(f"checkpoints {list(checkpoints)} must lie between 1 and the budget ({budget})")
     runs = [(strategy, "")] + ([(baseline, "random_")] if baseline else [])
     for spec, prefix in runs:
         sname, sopts = parse_strategy(spec)
-        ratios = []
+        ratios: dict[int, list[float]] = {b: [] for b in (budget, *checkpoints)}
         for r in range(repeats):
             strat = get_strategy(sname, seed=seed + r, initial=[landscape.seed_candidate()], **sopts)
-            ratios.append(best_ratio(run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r), best))
+            history = run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r)
+            for b, ratio in best_ratios(history, best, list(ratios)).items():
+                ratios[b].append(ratio)
             if progress is not None:
                 progress(1)
-        out.update({prefix + k: v for k, v in _summary(ratios).items()})
+        out.update({prefix + k: v for k, v in _summary(ratios[budget]).items()})
+        if checkpoints:
+            out[prefix + "at"] = {str(b): _summary(ratios[b]) for b in checkpoints}
     return out
 
 
