@@ -26,36 +26,48 @@ Cause = tuple[Literal, ...]  # one or two literals, sorted
 
 
 class CauseModel:
-    """Fit on incorrect and correct grid points; ``predict(idx)`` is the probability that ``idx`` is incorrect."""
+    """Fit on incorrect and correct grid points; ``predict(idx)`` is the probability that ``idx`` is incorrect.
 
-    def __init__(self, space: ParamSpace, *, pair_weight: float = 0.3, known: Iterable[Cause] = ()) -> None:
+    Prior weight of a cause: 1 for one categorical value, ``ordinal_weight`` for an ordinal one (incorrectness
+    lives in choices, rarely in sizes), times ``pair_weight`` for a pair. A cause held by ``k`` incorrect configs
+    weighs ``support ** (k - 1)`` more: one cause that explains every incorrect config is a likelier account than
+    one pair per config (for independent causes the odds grow geometrically with the configs explained).
+    """
+
+    def __init__(self, space: ParamSpace, *, pair_weight: float = 0.3, ordinal_weight: float = 0.2,
+                 support: float = 3.0, known: Iterable[Cause] = ()) -> None:
         self.space = space
         self.pair_weight = pair_weight
+        self.ordinal_weight = ordinal_weight
+        self.support = support
         self.known: tuple[Cause, ...] = tuple(tuple(sorted(c)) for c in known)
         self._free = [d for d, n in enumerate(space.sizes) if n > 1]
         self._hypotheses: list[dict[Cause, float]] = []
-        self._refuted: set[Cause] = set()
 
     def _causes(self, idx: Sequence[int]) -> list[Cause]:
         lits = [(d, int(idx[d])) for d in self._free]
         return [(lit,) for lit in lits] + list(itertools.combinations(lits, 2))
 
-    def _weight(self, cause: Cause) -> float:
-        return 1.0 if len(cause) == 1 else self.pair_weight
+    def _prior(self, cause: Cause) -> float:
+        weight = 1.0 if len(cause) == 1 else self.pair_weight
+        for d, _ in cause:
+            weight *= 1.0 if not self.space.ordinal[d] else self.ordinal_weight
+        return weight
 
     def fit(self, incorrect: Iterable[Sequence[int]], correct: Iterable[Sequence[int]]) -> CauseModel:
         refuted: set[Cause] = set()
         for idx in correct:
             refuted.update(self._causes(idx))
-        self._refuted = refuted
-        self._hypotheses = []
-        for idx in incorrect:
-            live = {c: self._weight(c) for c in self._causes(idx) if c not in refuted}
-            if live:  # else: a cause of three or more values, or a flaky result; it explains nothing beyond itself
-                self._hypotheses.append(live)
-        for cause in self.known:
-            if cause not in refuted:
-                self._hypotheses.append({cause: 1.0})
+        live = [[c for c in self._causes(idx) if c not in refuted] for idx in incorrect]
+        support: dict[Cause, int] = {}
+        for causes in live:
+            for c in causes:
+                support[c] = support.get(c, 0) + 1
+        # A config with no live cause needs three or more values together, or its result was flaky: it explains
+        # nothing beyond itself (and is never proposed again anyway).
+        self._hypotheses = [{c: self._prior(c) * self.support ** (support[c] - 1) for c in causes}
+                            for causes in live if causes]
+        self._hypotheses += [{c: 1.0} for c in self.known if c not in refuted]
         return self
 
     @property
@@ -69,18 +81,7 @@ class CauseModel:
         held = set(self._causes(idx))
         best = 0.0
         for live in self._hypotheses:
-            total = sum(live.values())
-            best = max(best, sum(w for c, w in live.items() if c in held) / total)
+            best = max(best, sum(w for c, w in live.items() if c in held) / sum(live.values()))
             if best >= 1.0:
                 break
         return best
-
-    def suspects(self, idx: Sequence[int]) -> list[int]:
-        """The dimensions of ``idx`` that hold an unrefuted cause: what a repair should change."""
-        held = set(self._causes(idx))
-        dims: set[int] = set()
-        for live in self._hypotheses:
-            for cause in live:
-                if cause in held:
-                    dims.update(d for d, _ in cause)
-        return sorted(dims)

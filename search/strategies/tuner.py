@@ -21,10 +21,13 @@ from collections.abc import Sequence
 
 import numpy as np
 from evoforge.search.strategies.causes import Cause, CauseModel
+from evoforge.search.strategies.choices import ChoiceEffects
 from evoforge.search.strategies.optuna_tuner import OptunaTuner
 from evoforge.search.strategies.proposals import FailureKind
 from evoforge.search.strategies.space import ParamSpace
 from evoforge.search.strategies.surrogate import FailureModel
+
+_TWIN_RETRIES = 3
 
 
 class StructureTuner:
@@ -55,6 +58,7 @@ class StructureTuner:
         self._cause_model: CauseModel | None = None
         self._pwrong_cache: dict[tuple[int, ...], float] = {}
         self.repaired = 0
+        self.choices = ChoiceEffects(space)
 
     @property
     def seen(self) -> set[tuple[int, ...]]:
@@ -79,6 +83,11 @@ class StructureTuner:
             idx = self._local_move()
         if idx is None:
             idx = self.sampler.ask()
+            for _ in range(_TWIN_RETRIES):  # the same kernel as a config already proposed: ask again
+                if idx is None or not self._twin(idx):
+                    break
+                self.sampler.withdraw(idx)
+                idx = self.sampler.ask()
             if idx is not None:
                 idx = self._avoid_wrong(idx)
         else:
@@ -104,12 +113,25 @@ class StructureTuner:
         self.results[idx] = runtime_ms
         if runtime_ms is None:
             self.kinds[idx] = failure or FailureKind.RESOURCE
+        else:
+            self.choices.observe(idx, runtime_ms, self.results)
         wrong = self.kinds.get(idx) is FailureKind.PROPERTY
         self.sampler.tell(idx, runtime_ms, penalize=not wrong)
         self._failure_model = None
         self._pfail_cache = {}
         self._cause_model = None
         self._pwrong_cache = {}
+
+    def _twin(self, idx: tuple[int, ...], proposed: set[tuple[int, ...]] | None = None) -> bool:
+        """Whether ``idx`` differs from a config already proposed only in choices seen to be inert there."""
+        if not self.choices.any_inert:
+            return False
+        if proposed is None:
+            proposed = self._proposed_kernels()
+        return self.choices.canonical(idx) in proposed
+
+    def _proposed_kernels(self) -> set[tuple[int, ...]]:
+        return {self.choices.canonical(m) for m in self.seen}
 
     def _resource_failures(self) -> bool:
         return any(k is FailureKind.RESOURCE for k in self.kinds.values())
@@ -131,22 +153,21 @@ class StructureTuner:
         return self._pwrong_cache[idx]
 
     def _avoid_wrong(self, idx: tuple[int, ...]) -> tuple[int, ...]:
-        """The sampler's proposal, or, when it holds a likely cause of incorrect results, the same config with the
-        suspect values changed (its other values, the tiles the sampler chose, are kept).
+        """The sampler's proposal, or, when it likely computes the wrong answer, the nearest config predicted
+        correct that keeps as many of its ordinal values (the tiles the sampler chose) as possible.
 
-        A proposal is replaced with the probability that it is incorrect, so a cause that is only suspected
-        (a single incorrect config cannot tell which of its values is to blame) is still put to the test now
-        and then.
+        A proposal is replaced with the probability that it is incorrect, so a cause that is only suspected (one
+        incorrect config cannot tell which of its values is to blame) is still put to the test now and then.
         """
         if not self._causes().active or self._rng.random() >= self._pwrong(idx):
             return idx
-        suspects = set(self._causes().suspects(idx))
+        kernels = self._proposed_kernels()
         pool = [n for n in self.space.neighbours(idx) + self.space.neighbours2(idx)
-                if n not in self.seen and self._pwrong(n) < self.wrong_threshold]
-        targeted = [n for n in pool if {d for d in range(self.space.dims) if n[d] != idx[d]} <= suspects]
-        pool = targeted or pool
+                if n not in self.seen and not self._twin(n, kernels) and self._pwrong(n) < self.wrong_threshold]
         if not pool:
             return idx
+        moved = [sum(n[d] != idx[d] for d in range(self.space.dims) if self.space.ordinal[d]) for n in pool]
+        pool = [n for n, m in zip(pool, moved, strict=True) if m == min(moved)]
         repair = pool[int(self._rng.integers(len(pool)))]
         self.sampler.withdraw(idx)
         self.sampler.enqueue(repair)
@@ -174,8 +195,10 @@ class StructureTuner:
         ranked = sorted((v, i) for i, v in self.results.items() if v is not None)
         any_failure = self._resource_failures()
         wrong = self._causes().active
+        kernels = self._proposed_kernels()
         for _, anchor in ranked[:self.anchors]:
-            pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor) if n not in self.seen]
+            pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor)
+                    if n not in self.seen and not self._twin(n, kernels) and not self.choices.slower(anchor, n)]
             pool = [n for n in pool if self._pfail(n) < self.fail_threshold
                     and (not wrong or self._pwrong(n) < self.wrong_threshold)]
             if self.boundary and any_failure:
