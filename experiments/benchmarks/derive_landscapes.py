@@ -4,14 +4,17 @@ times a stated factor, so the files say ``"derived": {...}`` and the benchmark l
 
     .venv/bin/python experiments/benchmarks/derive_landscapes.py [--source shared/landscapes/matmul_bf16_4096.json]
 
-Writes experiments/results/search/landscapes/derived_*.json. What each one adds to the recorded space:
+Writes experiments/results/search/landscapes/derived_*.json, one stand-in per landscape that
+experiments/benchmarks/record_landscape.py records, over the same space (the recorded bf16 space restricted to the
+recorder's tile values, GROUP_M 8), plus one with an unsafe fast path whose incorrectness hangs on a tile size:
 
-- derived_matmul_fp32_precision: SPLIT (bf16x3, tf32x3, none) x PRECISION (tf32, tf32x3, ieee), as the fp32 GEMM
-  template (knowledge/templates/matmul.py) has them. PRECISION is read only when SPLIT is none (a split kernel's
-  row repeats one time for every PRECISION, as one kernel would). Plain TF32 is incorrect and 0.55x the bf16x3
-  time (the recorded one); tf32x3 split 1.95x, tf32x3 in registers 2.1x, ieee 4x (ratios of the template's
-  measured H200 times, docstring of matmul.py).
-- derived_matmul_fp16_acc: ACC (fp32, fp16): fp16 accumulation is incorrect and 0.9x the time.
+- derived_matmul_fp32_split (for matmul_fp32_split_4096): SPLIT (bf16x3, tf32x3, none) x PRECISION (tf32, tf32x3,
+  ieee), as the fp32 GEMM template (knowledge/templates/matmul.py) has them. PRECISION is read only when SPLIT is
+  none (a split kernel's row repeats once for every PRECISION, as one kernel would). Plain TF32 is incorrect and
+  0.55x the bf16x3 time (the recorded one); tf32x3 split 1.95x, tf32x3 in registers 2.1x, ieee 4x (ratios of the
+  template's measured H200 times, docstring of matmul.py).
+- derived_matmul_fp16_acc (for matmul_fp16_acc_4096): ACC (fp32, fp16): an fp16 accumulator is incorrect, 0.9x.
+- derived_matmul_fp16_fp8 (for matmul_fp16_fp8_4096): OPERANDS (fp16, fp8): fp8 operands are incorrect, 0.6x.
 - derived_matmul_unmasked_k: ASSUME_EVEN_K (False, True): dropping the K mask is 0.9x the time, correct only where
   BLOCK_K divides K (BLOCK_K 32 and 64 at K = 4160), incorrect elsewhere: incorrectness hangs on a pair of values.
 
@@ -48,6 +51,10 @@ def fp32_precision(row: dict[str, Any], extra: dict[str, Any]) -> Outcome:
     return {"tf32": ("incorrect", 0.55), "tf32x3": ("ok", 2.1), "ieee": ("ok", 4.0)}[precision]
 
 
+def fp16_fp8(row: dict[str, Any], extra: dict[str, Any]) -> Outcome:
+    return ("incorrect", 0.6) if extra["OPERANDS"] == "fp8" else ("ok", 1.0)
+
+
 def fp16_acc(row: dict[str, Any], extra: dict[str, Any]) -> Outcome:
     return ("incorrect", 0.9) if extra["ACC"] == "fp16" else ("ok", 1.0)
 
@@ -58,24 +65,34 @@ def unmasked_k(row: dict[str, Any], extra: dict[str, Any]) -> Outcome:
     return ("ok" if 4160 % row["BLOCK_K"] == 0 else "incorrect"), 0.9
 
 
-# name -> (added space, outcome, note)
-DERIVED: dict[str, tuple[dict[str, list[Any]], Callable[[dict, dict], Outcome], str]] = {
-    "derived_matmul_fp32_precision": (
-        {"SPLIT": ["bf16x3", "tf32x3", "none"], "PRECISION": ["tf32", "tf32x3", "ieee"]}, fp32_precision,
+FP32_TILES = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64], "GROUP_M": [8],
+              "num_warps": [4, 8], "num_stages": [2, 3, 4]}
+FP16_TILES = {**FP32_TILES, "BLOCK_K": [32, 64, 128], "num_stages": [2, 3, 4, 5]}
+
+# name -> (tile values kept, added space, outcome, note)
+DERIVED: dict[str, tuple[dict[str, list[Any]], dict[str, list[Any]], Callable[[dict, dict], Outcome], str]] = {
+    "derived_matmul_fp32_split": (
+        FP32_TILES, {"SPLIT": ["bf16x3", "tf32x3", "none"], "PRECISION": ["tf32", "tf32x3", "ieee"]}, fp32_precision,
         "fp32 GEMM stand-in: plain TF32 fastest and incorrect, PRECISION read only when SPLIT is none"),
     "derived_matmul_fp16_acc": (
-        {"ACC": ["fp32", "fp16"]}, fp16_acc, "fp16 GEMM stand-in: fp16 accumulation 0.9x the time and incorrect"),
+        FP16_TILES, {"ACC": ["fp32", "fp16"]}, fp16_acc,
+        "fp16 GEMM stand-in: fp16 accumulation 0.9x the time and incorrect"),
+    "derived_matmul_fp16_fp8": (
+        FP16_TILES, {"OPERANDS": ["fp16", "fp8"]}, fp16_fp8,
+        "fp16 GEMM stand-in: fp8 operands 0.6x the time and incorrect"),
     "derived_matmul_unmasked_k": (
-        {"ASSUME_EVEN_K": [False, True]}, unmasked_k,
+        FP16_TILES, {"ASSUME_EVEN_K": [False, True]}, unmasked_k,
         "unsafe fast path stand-in: no K mask, 0.9x the time, incorrect unless BLOCK_K divides K = 4160"),
 }
 
 
 def derive(source: dict[str, Any], source_name: str, name: str) -> dict[str, Any]:
-    added, outcome, note = DERIVED[name]
+    tiles, added, outcome, note = DERIVED[name]
     rows = []
     for base in source["rows"]:
         cfg = {k: base[k] for k in TILE_PARAMS}
+        if any(cfg[k] not in tiles[k] for k in TILE_PARAMS):
+            continue
         for values in itertools.product(*added.values()):
             extra = dict(zip(added, values, strict=True))
             status, factor = outcome(base, extra)
@@ -90,7 +107,7 @@ def derive(source: dict[str, Any], source_name: str, name: str) -> dict[str, Any
             "derived": {"from": source_name, "note": note,
                         "script": "experiments/benchmarks/derive_landscapes.py",
                         "measured": "the source rows' ms only; every other time is a stated factor of one"},
-            "space": {**source["space"], **added}, "rows": rows}
+            "space": {**tiles, **added}, "rows": rows}
 
 
 def main() -> int:

@@ -8,7 +8,8 @@ at random pays a whole evaluation to learn each again. Two configs that differ i
 path is chosen by those, not by tile sizes):
 - the same time (within ``tolerance``, below the spread of repeated measurements of one kernel): ``d`` is inert
   there, and a config that differs from one already proposed only in inert choices is that config again;
-- slower by more than ``margin``: the walk does not flip ``d`` that way again (the sampler still may).
+- slower by more than ``margin``: the walk does not flip ``d`` that way again (the sampler still may); a walk
+  flips ``d`` together with a tile size only once the flip alone was timed and was not slower (or did not fit).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ class ChoiceEffects:
         self._log_ratio: dict[tuple[Context, int, int], list[float]] = {}  # (context, from, to) -> log(t_to/t_from)
 
     def _context(self, idx: Sequence[int], d: int) -> Context:
-        return d, tuple(idx[c] for c in self._categorical if c != d)
+        """The other categorical values, inert ones set to their first: one path, one context."""
+        canon = self.canonical(idx, skip=d)
+        return d, tuple(canon[c] for c in self._categorical if c != d)
 
     def observe(self, idx: Sequence[int], runtime_ms: float, timed: Mapping[tuple[int, ...], float | None]) -> None:
         """Learn from ``idx``'s time against every timed config one categorical flip away."""
@@ -49,22 +52,21 @@ class ChoiceEffects:
                 self._log_ratio.setdefault((context, v, idx[d]), []).append(ratio)
                 self._log_ratio.setdefault((context, idx[d], v), []).append(-ratio)
 
-    def canonical(self, idx: Sequence[int]) -> tuple[int, ...]:
+    def canonical(self, idx: Sequence[int], *, skip: int = -1) -> tuple[int, ...]:
         """``idx`` with every choice that is inert in its context set to its first value."""
         out = list(idx)
         for d in self._categorical:
-            if self._context(idx, d) in self._inert:
+            if d != skip and (d, tuple(idx[c] for c in self._categorical if c != d)) in self._inert:
                 out[d] = 0
         return tuple(out)
 
-    def slower(self, anchor: Sequence[int], idx: Sequence[int]) -> bool:
-        """Whether ``idx`` flips a choice of ``anchor`` that was seen to cost more than ``margin``."""
-        for d in self._categorical:
-            if idx[d] != anchor[d]:
-                seen = self._log_ratio.get((self._context(anchor, d), anchor[d], idx[d]))
-                if seen and sum(seen) / len(seen) > math.log1p(self.margin):
-                    return True
-        return False
+    def flip(self, anchor: Sequence[int], d: int, value: int) -> bool | None:
+        """What flipping ``d`` of ``anchor`` to ``value`` was seen to do: True when it cost more than ``margin``,
+        False when it did not, None when that flip was never timed in this context."""
+        seen = self._log_ratio.get((self._context(anchor, d), anchor[d], value))
+        if not seen:
+            return None
+        return sum(seen) / len(seen) > math.log1p(self.margin)
 
     @property
     def any_inert(self) -> bool:

@@ -133,6 +133,24 @@ class StructureTuner:
     def _proposed_kernels(self) -> set[tuple[int, ...]]:
         return {self.choices.canonical(m) for m in self.seen}
 
+    def _worth_flipping(self, anchor: tuple[int, ...], n: tuple[int, ...]) -> bool:
+        """A move's categorical flips: not one seen to cost time; with a tile change too, only a flip whose effect
+        alone is known (timed and not slower, or out of resources at the anchor's tiles)."""
+        space = self.space
+        flips = [d for d in range(space.dims) if not space.ordinal[d] and n[d] != anchor[d]]
+        if not flips:
+            return True
+        sized = any(space.ordinal[d] and n[d] != anchor[d] for d in range(space.dims))
+        for d in flips:
+            verdict = self.choices.flip(anchor, d, n[d])
+            if verdict:
+                return False
+            if verdict is None and sized:
+                alone = (*anchor[:d], n[d], *anchor[d + 1:])
+                if self.kinds.get(alone) is not FailureKind.RESOURCE:
+                    return False
+        return True
+
     def _resource_failures(self) -> bool:
         return any(k is FailureKind.RESOURCE for k in self.kinds.values())
 
@@ -198,7 +216,7 @@ class StructureTuner:
         kernels = self._proposed_kernels()
         for _, anchor in ranked[:self.anchors]:
             pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor)
-                    if n not in self.seen and not self._twin(n, kernels) and not self.choices.slower(anchor, n)]
+                    if n not in self.seen and not self._twin(n, kernels) and self._worth_flipping(anchor, n)]
             pool = [n for n in pool if self._pfail(n) < self.fail_threshold
                     and (not wrong or self._pwrong(n) < self.wrong_threshold)]
             if self.boundary and any_failure:
