@@ -14,6 +14,7 @@ Public API::
     is_legal(params, arch, *, source=None, ...) -> (bool, list[Violation])
     legal_configs(space, arch, *, source=None, elem_bytes=None, ...) -> list[dict]
     allowed_input_precisions(arch, dtype) -> list[str]
+    unsafe_values(space, dtype, arch=None) -> list[dict]   (values the rules say compute the wrong function)
     template_names() / template_source(name)
 
 An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
@@ -21,7 +22,7 @@ An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
 
 from evoforge.knowledge.hardware import arch_names, ceilings, hardware_summary, load_arch, resolve_arch
 from evoforge.knowledge.legality import is_legal, legal_configs, validate
-from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype
+from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype, unsafe_values
 from evoforge.knowledge.rulebook import STAGE_NAMES, Rule, Severity, hard_rule_prompt, rules
 from evoforge.knowledge.seed_templates import template_names, template_source
 from evoforge.knowledge.stages import Stage, analyze, analyze_signs, stages
@@ -49,5 +50,6 @@ __all__ = [
     "stages",
     "template_names",
     "template_source",
+    "unsafe_values",
     "validate",
 ]

@@ -87,8 +87,12 @@ def _summary(ratios: list[float]) -> dict[str, float | None]:
 
 def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strategy: str = "default",
                  seed: int = 0, batch: int = 1, baseline: str | None = "random",
-                 progress: Callable[[int], None] | None = None, checkpoints: Sequence[int] = ()) -> dict[str, Any]:
+                 progress: Callable[[int], None] | None = None, checkpoints: Sequence[int] = (),
+                 kb: bool = False) -> dict[str, Any]:
     """Run ``strategy`` ``repeats`` times (seeds seed, seed+1, ...) and the baseline the same way.
+
+    ``kb``: the strategy is told the parameter values the knowledge base's rules call unsafe for the landscape's
+    dtype (``knowledge.unsafe_values``), as a campaign with the knowledge base on would tell it.
 
     Returns p_within_2pct and median_best_ratio (best found / exhaustive best, >= 1) for both; with
     ``checkpoints`` (budgets up to ``budget``), the same two figures after that many evaluations of each run
@@ -107,8 +111,15 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
     if any(not 1 <= b <= budget for b in checkpoints):
         raise UsageError(f"checkpoints {list(checkpoints)} must lie between 1 and the budget ({budget})")
     runs = [(strategy, "")] + ([(baseline, "random_")] if baseline else [])
+    if kb:
+        from evoforge import knowledge
+
+        unsafe = knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch)
+        out.update(kb=True, unsafe=unsafe)
     for spec, prefix in runs:
         sname, sopts = parse_strategy(spec)
+        if kb and not prefix:
+            sopts = {**sopts, "unsafe": unsafe}
         ratios: dict[int, list[float]] = {b: [] for b in (budget, *checkpoints)}
         for r in range(repeats):
             strat = get_strategy(sname, seed=seed + r, initial=[landscape.seed_candidate()], **sopts)
@@ -148,7 +159,7 @@ def _main(args: argparse.Namespace) -> int:
     with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task(f"search-bench {args.strategy}", total=total)
         res = search_bench(args.landscape, budget=args.budget, repeats=args.repeats, strategy=args.strategy,
-                           seed=args.seed, batch=args.batch, progress=lambda k: bar.advance(task, k))
+                           seed=args.seed, batch=args.batch, progress=lambda k: bar.advance(task, k), kb=args.kb)
     print(json.dumps(res) if args.json else _format_table(res))
     return 0
 
@@ -166,6 +177,9 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
                    help="registered strategy name; bayes:gp / bayes:cmaes pick the Optuna sampler (default: default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first repeat (default 0)")
     p.add_argument("--batch", type=int, default=1, help="proposals in flight, finishing in random order (default 1)")
+    p.add_argument("--kb", action="store_true",
+                   help="tell the strategy the values the knowledge base calls unsafe for the landscape's dtype "
+                        "(the default strategy reads them)")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(func=_main)
     return p

@@ -69,6 +69,9 @@ FP32_TILES = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [
               "num_warps": [4, 8], "num_stages": [2, 3, 4]}
 FP16_TILES = {**FP32_TILES, "BLOCK_K": [32, 64, 128], "num_stages": [2, 3, 4, 5]}
 
+DTYPES = {"derived_matmul_fp32_split": "torch.float32", "derived_matmul_fp16_acc": "torch.float16",
+          "derived_matmul_fp16_fp8": "torch.float16", "derived_matmul_unmasked_k": "torch.bfloat16"}
+
 # name -> (tile values kept, added space, outcome, note)
 DERIVED: dict[str, tuple[dict[str, list[Any]], dict[str, list[Any]], Callable[[dict, dict], Outcome], str]] = {
     "derived_matmul_fp32_split": (
@@ -102,7 +105,7 @@ def derive(source: dict[str, Any], source_name: str, name: str) -> dict[str, Any
                 continue
             rows.append({**row, "ms": base["ms"] * factor,
                          "rel_err": base.get("rel_err") if status == "ok" else 0.05, "status": status})
-    return {"kernel": f"{source['kernel']} ({note})", "dtype": source.get("dtype"), "gpu": source["gpu"],
+    return {"kernel": f"{source['kernel']} ({note})", "dtype": DTYPES[name], "gpu": source["gpu"],
             "triton": source.get("triton"), "torch": source.get("torch"), "baseline_ms": source["baseline_ms"],
             "derived": {"from": source_name, "note": note,
                         "script": "experiments/benchmarks/derive_landscapes.py",

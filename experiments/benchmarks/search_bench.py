@@ -31,22 +31,28 @@ SHARED = [REPO.parent / "shared" / "landscapes" / name
 COMMITTED = REPO / "experiments" / "results" / "search" / "landscapes"
 BUDGET = 50
 CHECKPOINTS = (20, 30, 50)
-STRATEGIES = [("default", 1), ("default", 4), ("bayes", 1), ("bayes:cmaes", 1), ("evolution", 1), ("random", 1)]
+# (strategy, batch, told the knowledge base's unsafe values)
+STRATEGIES = [("default", 1, False), ("default", 4, False), ("default", 1, True), ("bayes", 1, False),
+              ("bayes:cmaes", 1, False), ("evolution", 1, False), ("random", 1, False)]
 LABELS = {"default": "default (evoforge)", "bayes": "Optuna TPE (bayes)", "bayes:cmaes": "Optuna CMA-ES (bayes:cmaes)",
           "evolution": "evolution", "random": "random"}
+
+
+def label(res: dict) -> str:
+    return LABELS.get(res["strategy"], res["strategy"]) + (" + KB unsafe values" if res.get("kb") else "")
 
 
 def default_landscapes() -> list[Path]:
     return [p for p in SHARED if p.is_file()] + sorted(COMMITTED.glob("*.json"))
 
 
-def _cell(args: tuple[str, str, int, int]) -> dict:
+def _cell(args: tuple[str, str, int, bool, int]) -> dict:
     from evoforge.search.bench import search_bench
 
-    path, strategy, batch, repeats = args
+    path, strategy, batch, kb, repeats = args
     t0 = time.perf_counter()
     res = search_bench(path, budget=BUDGET, repeats=repeats, strategy=strategy, batch=batch, baseline=None,
-                       checkpoints=CHECKPOINTS)
+                       checkpoints=CHECKPOINTS, kb=kb)
     res["wall_s"] = round(time.perf_counter() - t0, 1)
     return res
 
@@ -56,6 +62,16 @@ def _kind(path: Path) -> str:
     if data.get("derived"):
         return "derived"
     return f"recorded ({data.get('gpu', 'unknown GPU')})"
+
+
+def _has_unsafe(path: Path) -> bool:
+    """Whether the knowledge base names unsafe values in this landscape's space (else a KB row adds nothing)."""
+    from evoforge.backends.replay import Landscape
+
+    from evoforge import knowledge
+
+    landscape = Landscape.load(path)
+    return bool(knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch))
 
 
 def _versions() -> dict[str, str]:
@@ -93,7 +109,7 @@ def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
               "| landscape | kind | configs | default P@30 | random P@30 | default >= 0.8 and >= 2x random |",
               "| --- | --- | --- | --- | --- | --- |"]
     for name, rows in by_landscape.items():
-        default = next((r for r in rows if r["strategy"] == "default" and r["batch"] == 1), None)
+        default = next((r for r in rows if r["strategy"] == "default" and r["batch"] == 1 and not r.get("kb")), None)
         rnd = next((r for r in rows if r["strategy"] == "random"), None)
         if default is None or rnd is None:
             continue
@@ -107,7 +123,7 @@ def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
         for r in rows:
             med = r["at"]["30"]["median_best_ratio"]
             med_text = f"{med:.4f}" if med is not None else "none found"
-            lines.append(f"| {name} | {LABELS.get(r['strategy'], r['strategy'])} | {r['batch']} | "
+            lines.append(f"| {name} | {label(r)} | {r['batch']} | "
                          + " | ".join(f"{_p(r, b):.2f}" for b in CHECKPOINTS) + f" | {med_text} |")
     return "\n".join(lines) + "\n"
 
@@ -135,7 +151,8 @@ def main() -> int:
             print(f"{path}: landscape file not found", file=sys.stderr)
             return 2
     kinds = {p.name: _kind(p) for p in landscapes}
-    cells = [(str(p), s, b, args.repeats) for p in landscapes for s, b in STRATEGIES]
+    cells = [(str(p), s, b, kb, args.repeats) for p in landscapes for s, b, kb in STRATEGIES
+             if not kb or _has_unsafe(p)]
     with ProcessPoolExecutor(args.workers) as pool:
         results = list(pool.map(_cell, cells))
     meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "budget": BUDGET,

@@ -10,8 +10,9 @@ The model here is the small hypothesis space such failures live in: every incorr
 value or a pair of values it holds (SPLIT=none together with PRECISION=tf32), and a cause is refuted by any
 correct config that holds it too. A config's chance of being incorrect is, for the incorrect config that
 explains it best, the prior mass of that config's unrefuted causes the candidate also holds; a single value is
-the likelier cause (``pair_weight`` < 1). Causes known in advance (the knowledge base: tf32 on an fp32 task)
-enter as ``known`` and are never refuted by absence of evidence, only by a correct config that holds them.
+the likelier cause (``pair_weight`` < 1). Causes known in advance (the knowledge base's ``unsafe_values``: plain
+tf32 on an fp32 task) enter as ``known``, conjunctions of any size: a config holding one is predicted incorrect
+until a correct config that holds it is seen.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ class CauseModel:
         self.pair_weight = pair_weight
         self.ordinal_weight = ordinal_weight
         self.support = support
-        self.known: tuple[Cause, ...] = tuple(tuple(sorted(c)) for c in known)
+        self.known: tuple[frozenset[Literal], ...] = tuple(frozenset(c) for c in known)
         self._free = [d for d, n in enumerate(space.sizes) if n > 1]
         self._hypotheses: list[dict[Cause, float]] = []
+        self._known_live: list[frozenset[Literal]] = list(self.known)
 
     def _causes(self, idx: Sequence[int]) -> list[Cause]:
         lits = [(d, int(idx[d])) for d in self._free]
@@ -55,8 +57,9 @@ class CauseModel:
         return weight
 
     def fit(self, incorrect: Iterable[Sequence[int]], correct: Iterable[Sequence[int]]) -> CauseModel:
+        correct_list = [tuple(idx) for idx in correct]
         refuted: set[Cause] = set()
-        for idx in correct:
+        for idx in correct_list:
             refuted.update(self._causes(idx))
         live = [[c for c in self._causes(idx) if c not in refuted] for idx in incorrect]
         support: dict[Cause, int] = {}
@@ -67,15 +70,20 @@ class CauseModel:
         # nothing beyond itself (and is never proposed again anyway).
         self._hypotheses = [{c: self._prior(c) * self.support ** (support[c] - 1) for c in causes}
                             for causes in live if causes]
-        self._hypotheses += [{c: 1.0} for c in self.known if c not in refuted]
+        correct_lits = [frozenset((d, int(idx[d])) for d in range(self.space.dims)) for idx in correct_list]
+        self._known_live = [k for k in self.known if not any(k <= lits for lits in correct_lits)]
         return self
 
     @property
     def active(self) -> bool:
         """Whether anything has been learned (or is known) at all: no incorrect result, no prediction."""
-        return bool(self._hypotheses)
+        return bool(self._hypotheses or self._known_live)
 
     def predict(self, idx: Sequence[int]) -> float:
+        if self._known_live:
+            lits = {(d, int(idx[d])) for d in range(self.space.dims)}
+            if any(k <= lits for k in self._known_live):
+                return 1.0
         if not self._hypotheses:
             return 0.0
         held = set(self._causes(idx))

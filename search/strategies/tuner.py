@@ -17,10 +17,11 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
-from evoforge.search.strategies.causes import Cause, CauseModel
+from evoforge.search.strategies.causes import CauseModel, Literal
 from evoforge.search.strategies.choices import ChoiceEffects
 from evoforge.search.strategies.optuna_tuner import OptunaTuner
 from evoforge.search.strategies.proposals import FailureKind
@@ -36,7 +37,7 @@ class StructureTuner:
     def __init__(self, *, space: ParamSpace, seed: int, sampler: str = "tpe", n_start: int = 5,
                  anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
                  boundary_threshold: float = 0.7, explore_every: int = 3, wrong_threshold: float = 0.5,
-                 known_causes: Sequence[Cause] = ()) -> None:
+                 known_causes: Sequence[Sequence[Literal]] = ()) -> None:
         self.explore_every = explore_every
         self.space = space
         self.sampler = OptunaTuner(space=space, sampler=sampler, seed=seed,
@@ -226,3 +227,21 @@ class StructureTuner:
             if pool:
                 return pool[int(self._rng.integers(len(pool)))]
         return None
+
+
+def known_causes(space: ParamSpace, unsafe: Sequence[Mapping[str, Any]]) -> list[tuple[Literal, ...]]:
+    """{param: value} conjunctions as grid literals of ``space``; one naming a value the space lacks is dropped."""
+    out = []
+    for entry in unsafe:
+        lits = []
+        for name, value in entry.items():
+            if name not in space.names:
+                break
+            d = space.names.index(name)
+            idx = space.indices_of({**space.params_of([0] * space.dims), name: value})
+            if idx is None:
+                break
+            lits.append((d, idx[d]))
+        else:
+            out.append(tuple(lits))
+    return out
