@@ -49,7 +49,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "knowledge" / "templates"
-WARMUP_MS, REP_MS = 10, 50
+WARMUP_MS, REP_MS = 10, 40
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,6 @@ def device_alive() -> bool:
 
 
 def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers: int) -> Path:
-    import torch
-    import triton
 
     spec = SPECS[name]
     device = "cpu" if smoke else "cuda"
@@ -252,7 +250,11 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
     rows: list[dict[str, Any]] = []
     measured: dict[tuple, dict[str, Any]] = {}
     stopped = ""
-    for cfg in todo:
+    path = out_dir / f"{name}.json"
+    for n, cfg in enumerate(todo):
+        if n and n % 50 == 0:
+            write(path, spec, smoke=smoke, size=size, baseline=baseline, rows=rows,
+                  seconds=time.monotonic() - t0, stopped=f"in progress: {n} of {len(todo)} configs")
         if time.monotonic() - t0 > max_seconds:
             stopped = f"stopped by --max-seconds {max_seconds:g} after {len(rows)} of {len(todo)} configs"
             break
@@ -268,6 +270,17 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
         if not smoke and row["ms"] is None and not device_alive():
             stopped = f"the device failed after config {cfg} ({row['status']}); recording stopped"
             break
+    return write(path, spec, smoke=smoke, size=size, baseline=baseline, rows=rows, seconds=time.monotonic() - t0,
+                 stopped=stopped or ("" if len(rows) == len(todo) else "incomplete"))
+
+
+def write(path: Path, spec: Spec, *, smoke: bool, size: int, baseline: float | None, rows: list[dict[str, Any]],
+          seconds: float, stopped: str) -> Path:
+    """The landscape file; written every few configs as well, so a run killed from outside leaves what it measured
+    (``complete: false``)."""
+    import torch
+    import triton
+
     data = {
         "kernel": f"knowledge/templates/{spec.template}.py", "dtype": f"torch.{spec.dtype}",
         "M": size, "N": size, "K": size,
@@ -283,13 +296,14 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
                      "timing_representative": not smoke,
                      "correctness": "backends/compare.py compare_outputs: allclose with the dtype's tolerance "
                                     "against torch.matmul, else at most 2x its max abs distance from float64",
-                     "seconds": round(time.monotonic() - t0, 1), "complete": not stopped and len(rows) == len(todo),
+                     "seconds": round(seconds, 1), "complete": not stopped,
                      **({"stopped": stopped} if stopped else {})},
         "rows": rows,
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.json"
-    path.write_text(json.dumps(data, indent=0) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.part")
+    tmp.write_text(json.dumps(data, indent=0) + "\n")
+    tmp.replace(path)
     return path
 
 

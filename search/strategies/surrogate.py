@@ -16,6 +16,9 @@ class FailureModel:
 
     Resource failures (OutOfResources, too many registers) grow with tile sizes and stages: a linear boundary in
     index space is the right prior, and a neighbour on the far side of it is skipped before it costs a run.
+    Fit it on resource failures only: an incorrect result says nothing about size. A categorical choice enters
+    one-hot (its order means nothing) and splits the monotone rule by path only where the data say it changes
+    what a tile costs.
     """
 
     def __init__(self, space: ParamSpace, *, l2: float = 0.1, steps: int = 25, monotone: bool = True,

@@ -13,6 +13,25 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   boundary (``boundary=False`` turns that off: 0.54 instead of 0.72-0.8 on matmul_bf16_4096 at budget 30);
 - with no failure seen there is no boundary to follow, and a plain walk is weak on a flat landscape: then every
   ``explore_every``-th proposal is the sampler's (softmax_fp16_32768x1024: 0.95 instead of 0.92).
+
+A failure is not always a size boundary. An incorrect result (or a rejected, crashed or hung run) is a property of
+the config's values, usually a categorical choice (a dot precision, an fp16 accumulator, fp8 operands), and the
+fastest correct config often sits right next to it (the same tiles, a safe precision). Treated as a boundary it
+pulls the walk towards the incorrect region and, through the monotone rule, condemns every larger tile; told to a
+sampler as a penalty it pushes the sampler away from good tiles. So (``proposals.FailureKind``):
+- the resource model learns from resource failures only (an incorrect config ran: it fits), and compares tile
+  sizes only among configs that agree on the choices seen to change what a tile costs (``surrogate``);
+- a cause model (``causes``) learns which values, alone or in pairs, make a config incorrect; the walk skips
+  neighbours it predicts incorrect, and a sampler proposal it predicts incorrect is replaced, with that
+  probability, by the nearest config predicted correct that keeps the sampler's tile sizes; the sampler is told
+  an incorrect result as a FAIL trial (no value at all), never as a penalty; causes the knowledge base names in
+  advance (``known_causes``) are never proposed until a correct config holding them is seen;
+- what each categorical flip does to the time (``choices``) is remembered per path: a flip that changes nothing
+  (a precision the split kernels never read) is not paid for twice, and a flip seen to cost time is not made by
+  the walk again, nor made together with a tile change before it was timed alone.
+On derived stand-ins of the fp32 split/precision, fp16-accumulate and fp8-operand landscapes (budget 30), these
+took the default from 0.17 / 0.22 (random search: 0.19 / 0.16) to 0.68 / 1.0; see
+experiments/results/search/search_bench.md for the current figures.
 """
 
 from __future__ import annotations
@@ -32,7 +51,7 @@ _TWIN_RETRIES = 3
 
 
 class StructureTuner:
-    """Proposes grid points of one ``ParamSpace``; ``tell`` takes runtime_ms, or None for a failure."""
+    """Proposes grid points of one ``ParamSpace``; ``tell`` takes runtime_ms, or None and the failure's kind."""
 
     def __init__(self, *, space: ParamSpace, seed: int, sampler: str = "tpe", n_start: int = 5,
                  anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
