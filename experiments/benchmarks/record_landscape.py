@@ -227,7 +227,6 @@ def device_alive() -> bool:
 
 
 def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers: int) -> Path:
-
     spec = SPECS[name]
     device = "cpu" if smoke else "cuda"
     compare = load_module(REPO / "backends" / "compare.py", "evoforge_compare").compare_outputs
