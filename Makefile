@@ -23,11 +23,13 @@ endif
 
 setup: $(VENV)/.installed
 
-# System packages the tests use: Chromium (dashboard test) and PostgreSQL (cluster storage test).
+# System packages the tests use: Chromium (dashboard test), PostgreSQL (cluster storage test) and bubblewrap
+# (candidates' processes run contained where it is installed: backends/containment.py).
 # Installed when running as root and missing; elsewhere those tests say what is missing and skip.
 sysdeps:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  need=""; command -v chromium >/dev/null || need="$$need chromium"; \
+	  command -v bwrap >/dev/null || need="$$need bubblewrap"; \
 	  [ -x /usr/lib/postgresql/*/bin/postgres ] 2>/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need="$$need postgresql"; \
 	  if [ -n "$$need" ]; then echo "installing$$need"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null) \

@@ -32,6 +32,19 @@ class Timing:
                    representative=representative, samples_ms=tuple(samples_ms))
 
 
+@dataclass(frozen=True)
+class EvaluationProcess:
+    """What a backend's sandboxed evaluation process needs, set before it imports Triton.
+
+    ``env``: variables the device needs (``TRITON_INTERPRET=1`` for the interpreter). ``memory_limit_bytes``: an
+    address-space limit for the process, or None where the device forbids one (a GPU driver maps far more
+    virtual memory than any useful limit).
+    """
+
+    env: dict[str, str] = field(default_factory=dict)
+    memory_limit_bytes: int | None = None
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A device the chain can run and time kernels on.
@@ -58,11 +71,23 @@ class Backend(Protocol):
     @property
     def properties(self) -> dict[str, Any]: ...
 
-    def child_env(self) -> dict[str, str]:
-        """Environment variables the evaluation process needs before it imports Triton."""
+    def evaluation_process(self) -> EvaluationProcess:
+        """How the sandboxed evaluation process of this device is set up (environment, memory limit)."""
+        ...
+
+    def device_count(self) -> int:
+        """Devices of this kind the process sees; 0 for a backend that runs on the host (interpreter, replay)."""
         ...
 
     def synchronize(self) -> None: ...
+
+    def flush(self) -> None:
+        """Evict the device's last-level cache (a large write), so each timed call starts cold."""
+        ...
+
+    def block_timer(self, fn: Callable[[], Any]) -> BlockTimer:
+        """A timer of ``fn`` in this process, for ``interleaved_blocks``."""
+        ...
 
     def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 1000.0) -> dict[str, Timing]:
         """Time several functions in one process, interleaved, so drift hits all of them alike."""
@@ -92,79 +117,130 @@ def device_turn(key: str | None, lock_dir: str = DEVICE_LOCK_DIR) -> Iterator[di
         os.close(fd)  # closing the descriptor releases the lock
 
 
+class BlockTimer(Protocol):
+    """One function timed in blocks: ``block(reps)`` runs ``reps`` untimed calls (the device settles on this
+    function alone), then ``reps`` timed ones, and returns their times in ms. The chain times the reference with
+    a local one and the candidate through its process (backends/chain.py)."""
+
+    representative: bool
+
+    def per_call_ms(self) -> float:
+        """An estimate of one call (flush included), after a warm-up call that compiles and loads."""
+        ...
+
+    def block(self, reps: int) -> list[float]: ...
+
+
+@dataclass
+class EventBlockTimer:
+    """Device events (CUDA, XPU) around each timed call, the L2 flushed before every call, one sync per block."""
+
+    fn: Callable[[], Any]
+    event: Callable[[], Any]
+    sync: Callable[[], None]
+    flush: Callable[[], None]
+    representative: bool = True
+
+    def per_call_ms(self) -> float:
+        self.fn()  # warm-up: compilation, module load and first touch stay out of the numbers
+        self.sync()
+        start, end = self.event(), self.event()
+        start.record()
+        for _ in range(3):
+            self.flush()
+            self.fn()
+        end.record()
+        self.sync()
+        return max(start.elapsed_time(end) / 3, 1e-3)
+
+    def block(self, reps: int) -> list[float]:
+        for _ in range(reps):
+            self.flush()
+            self.fn()
+        pairs = []
+        for _ in range(reps):
+            self.flush()
+            s, e = self.event(), self.event()
+            s.record()
+            self.fn()
+            e.record()
+            pairs.append((s, e))
+        self.sync()
+        return [s.elapsed_time(e) for s, e in pairs]
+
+
+@dataclass
+class HostBlockTimer:
+    """Wall-clock timing for devices without events (the interpreter): each call synchronised."""
+
+    fn: Callable[[], Any]
+    sync: Callable[[], None]
+    flush: Callable[[], None]
+    representative: bool = False
+
+    def per_call_ms(self) -> float:
+        self.fn()
+        self.sync()
+        start = time.perf_counter()
+        self.flush()
+        self.fn()
+        self.sync()
+        return max((time.perf_counter() - start) * 1e3, 1e-3)
+
+    def block(self, reps: int) -> list[float]:
+        for _ in range(reps):
+            self.flush()
+            self.fn()
+        self.sync()
+        times = []
+        for _ in range(reps):
+            self.flush()
+            self.sync()
+            t0 = time.perf_counter()
+            self.fn()
+            self.sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+
+def interleaved_blocks(timers: dict[str, BlockTimer], *, budget_ms: float, max_reps: int = 500, min_reps: int = 10,
+                       rounds: int = 2) -> dict[str, Timing]:
+    """Time several functions in alternating blocks, A B B A (``rounds`` blocks each), within ``budget_ms``.
+
+    Each block's first half settles the device and is not timed, its second half is; blocks alternate so a
+    drift that is linear in time cancels. Why blocks and not call-by-call alternation: a GPU at its power cap sets
+    its clocks from the board's power averaged over tens of milliseconds. Alternating single calls averages the
+    two kernels' power, so a candidate that draws more than the cap is timed at the clocks the reference's lower
+    draw bought it. On an H200 a 3xTF32 GEMM measured 6% faster beside fp32 cuBLAS than alone
+    (experiments/results/h200/gemm_clocks.md); in its own block each kernel is timed at the clocks it sets for
+    itself, as `triton.testing.do_bench` times it.
+    """
+    per_call_ms = {key: timer.per_call_ms() for key, timer in timers.items()}
+    block_ms = budget_ms / (rounds * len(timers))
+    samples: dict[str, list[float]] = {k: [] for k in timers}
+    keys = list(timers)
+    for r in range(rounds):
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            reps = max(1, int(min(max_reps / rounds, max(min_reps / rounds, block_ms / 2 / per_call_ms[key]))))
+            samples[key].extend(timers[key].block(reps))
+    return {k: Timing.from_samples(v, representative=timers[k].representative) for k, v in samples.items()}
+
+
 def host_time_interleaved(fns: dict[str, Callable[[], Any]], *, sync: Callable[[], None], flush: Callable[[], None],
                           budget_ms: float, representative: bool, max_reps: int = 200,
                           min_reps: int = 5) -> dict[str, Timing]:
     """Wall-clock interleaved timing for devices without events (the interpreter)."""
-    for fn in fns.values():  # warm-up: compilation and first-touch stay out of the numbers
-        fn()
-    sync()
-    start = time.perf_counter()
-    for fn in fns.values():
-        fn()
-    sync()
-    per_round_ms = max((time.perf_counter() - start) * 1e3, 1e-3)
-    reps = int(min(max_reps, max(min_reps, budget_ms / per_round_ms)))
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(reps):
-        for key, fn in fns.items():
-            flush()
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            samples[key].append((time.perf_counter() - t0) * 1e3)
-    return {k: Timing.from_samples(v, representative=representative) for k, v in samples.items()}
+    timers: dict[str, BlockTimer] = {k: HostBlockTimer(fn, sync, flush, representative) for k, fn in fns.items()}
+    return interleaved_blocks(timers, budget_ms=budget_ms, max_reps=max_reps, min_reps=min_reps)
 
 
 def event_time_interleaved(fns: dict[str, Callable[[], Any]], *, event: Callable[[], Any],
                            sync: Callable[[], None], flush: Callable[[], None], budget_ms: float,
                            max_reps: int = 500, min_reps: int = 10, rounds: int = 2) -> dict[str, Timing]:
-    """Device-event timing (CUDA, XPU) in alternating blocks, L2 flushed before every run.
-
-    Each function runs back to back for a block; the block's first half settles the device and is not timed,
-    its second half is. Blocks alternate A B B A (``rounds`` of them per function), so a drift that is linear in
-    time cancels, and everything is queued before one synchronisation, so the device never idles between blocks.
-    ``event`` makes a timing event (``torch.cuda.Event(enable_timing=True)`` or the XPU one).
-
-    Why blocks and not call-by-call alternation: a GPU at its power cap sets its clocks from the board's power
-    averaged over tens of milliseconds. Alternating single calls averages the two kernels' power, so a candidate
-    that draws more than the cap is timed at the clocks the reference's lower draw bought it. On an H200 a 3xTF32
-    GEMM measured 6% faster beside fp32 cuBLAS than alone (experiments/results/h200/gemm_clocks.md); in its own
-    block each kernel is timed at the clocks it sets for itself, as `triton.testing.do_bench` times it.
-    """
-    for fn in fns.values():  # warm-up: compilation, module load and first touch stay out of the numbers
-        fn()
-    sync()
-    per_call_ms = {}
-    for key, fn in fns.items():  # flush included: that is what a block repeats
-        start, end = event(), event()
-        start.record()
-        for _ in range(3):
-            flush()
-            fn()
-        end.record()
-        sync()
-        per_call_ms[key] = max(start.elapsed_time(end) / 3, 1e-3)
-    block_ms = budget_ms / (rounds * len(fns))
-    events: dict[str, list[tuple[Any, Any]]] = {k: [] for k in fns}
-    keys = list(fns)
-    for r in range(rounds):
-        for key in keys if r % 2 == 0 else keys[::-1]:
-            fn = fns[key]
-            reps = max(1, int(min(max_reps / rounds, max(min_reps / rounds, block_ms / 2 / per_call_ms[key]))))
-            for _ in range(reps):  # settle: the device's clocks and power adapt to this kernel alone
-                flush()
-                fn()
-            for _ in range(reps):
-                flush()
-                s, e = event(), event()
-                s.record()
-                fn()
-                e.record()
-                events[key].append((s, e))
-    sync()
-    return {key: Timing.from_samples([s.elapsed_time(e) for s, e in pairs]) for key, pairs in events.items()}
+    """Device-event timing (CUDA, XPU) of functions of one process in alternating settled blocks
+    (``interleaved_blocks``); ``event`` makes a timing event (``torch.cuda.Event(enable_timing=True)``...)."""
+    timers: dict[str, BlockTimer] = {k: EventBlockTimer(fn, event, sync, flush) for k, fn in fns.items()}
+    return interleaved_blocks(timers, budget_ms=budget_ms, max_reps=max_reps, min_reps=min_reps, rounds=rounds)
 
 
 def warm_in_turn(fns: dict[str, Callable[[], Any]], *, seconds: float, sync: Callable[[], None]) -> None:
@@ -205,6 +281,17 @@ def backend_names() -> list[str]:
 
 def _load_builtin() -> None:
     from evoforge.backends import cuda, interpreter, replay, xpu  # noqa: F401  (registration side effect)
+
+
+def available_backend(name: str = "auto", *, flag: str = "--backend", **options: Any) -> Backend:
+    """``get_backend``, and a one-line UsageError naming ``flag`` when the backend cannot run here."""
+    from evoforge.core import UsageError
+
+    backend = get_backend(name, **options)
+    ok, reason = backend.available()
+    if not ok:
+        raise UsageError(f"{flag} {name}: not available here ({reason}); try {flag} interpreter")
+    return backend
 
 
 def get_backend(name: str = "auto", **options: Any) -> Backend:

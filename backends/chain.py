@@ -1,7 +1,24 @@
 """The verification chain, written once over any Backend: static -> load/compile -> correctness -> timing.
 
-This module runs untrusted code. It is meant to be called inside the evaluation process (backends/worker.py),
-which the caller can kill; ``evaluate`` in backends/sandbox.py is the entry point for everyone else.
+This module is the judge. It runs in the evaluation process (backends/worker.py), which the caller can kill, and
+holds everything a candidate could want to reach: the task module, the reference, the inputs and expected
+outputs, the comparator and the clocks. The candidate runs in a process of its own (backends/runner.py,
+started through backends/candidate_process.py): it receives inputs in shared memory the judge lends it and
+writes its outputs into buffers the judge gave it, and nothing more. ``evaluate`` in backends/sandbox.py is
+the entry point for everyone else.
+
+What the judge checks, and why (README "The verification chain" says it for users):
+- correctness at the task's shape on fresh inputs each trial, on signed and scaled inputs (an identity passes
+  as ReLU on ``torch.rand`` inputs; a constant passes a softmax whose outputs are all under atol), at the
+  task's extra shapes and, when it gives none, at an odd-sized shape derived from it;
+- the candidate's own code calls no compute op (views, allocation and copies only) and launches a kernel;
+- what the candidate's process reports of its conduct (threads, processes, native code, introspection,
+  tampering: backends/runner.py) is a ``rejected`` verdict naming the trick;
+- timing in settled blocks against the reference, the candidate's calls each on its own input set (refreshed
+  between blocks, so no answer can be reused), outputs of timed calls checked against pristine copies of
+  their inputs, the timing stream made to wait for every stream a launch used (work left on a side stream
+  shows), the event times cross-checked with the judge's own wall clock, and one more trial after timing;
+- a time under the physical floor of the task is ``implausible``, never ``ok``.
 """
 
 from __future__ import annotations
@@ -9,21 +26,34 @@ from __future__ import annotations
 import contextlib
 import copy
 import platform
+import random
+import secrets
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from evoforge.backends.base import Backend, device_turn
-from evoforge.backends.compare import compare_outputs, flatten_outputs
-from evoforge.backends.guards import LaunchCounter, OpRecorder, forbidden_ops
-from evoforge.backends.static import static_check
+from evoforge.backends.arena import Arena, iter_tensors, nested_bytes, share
+from evoforge.backends.base import Backend, device_turn, interleaved_blocks
+from evoforge.backends.candidate_process import CandidateGone, CandidateProcess
+from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
+from evoforge.backends.guards import OpRecorder, compute_ops
+from evoforge.backends.precheck import static_verdict
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
-from evoforge.task import Task, exec_module_file, load_task_module
+from evoforge.task import Task, load_task_module, module_constants_of
+
+
+def _is_compile_exception(exc: BaseException) -> bool:
+    """Whether a candidate's exception is a compile failure (the candidate's process classifies its own)."""
+    from evoforge.backends.runner import is_compile_exception
+
+    return is_compile_exception(exc)
+
+STARTUP_TIMEOUT_S = 120.0
+_COPY_INPUTS_BELOW = 256 << 20  # the reference gets copies of inputs smaller than this, always  # importing a candidate (its module-level code), on top of a fresh process
 
 
 @dataclass(frozen=True)
@@ -34,11 +64,15 @@ class ChainOptions:
     timing_budget_ms: float = 1000.0
     anticheat: bool = True
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)  # dtype name -> (atol, rtol)
+    timeout_s: float = 120.0  # the candidate's process gets this long (its waits for the device excluded)
+    variants: bool = True  # signed and scaled inputs beside the task's own distribution
+    odd_shape: bool = True  # an odd-sized shape when the task gives no extra shapes
 
     def to_dict(self) -> dict[str, Any]:
         return {"trials": self.trials, "seed": self.seed, "timing": self.timing,
                 "timing_budget_ms": self.timing_budget_ms, "anticheat": self.anticheat,
-                "tolerances": {k: list(v) for k, v in self.tolerances.items()}}
+                "tolerances": {k: list(v) for k, v in self.tolerances.items()}, "timeout_s": self.timeout_s,
+                "variants": self.variants, "odd_shape": self.odd_shape}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChainOptions:
@@ -67,21 +101,12 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _short_traceback(exc: BaseException, source_file: str | None, limit_chars: int = 4000) -> str:
-    """The part of a traceback a repair prompt needs: frames in the candidate, then the error itself."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    own = [f for f in frames if source_file and f.filename == source_file]
-    lines = [f"  line {f.lineno}, in {f.name}: {(f.line or '').strip()}" for f in own[-3:]]
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    if len(text) > limit_chars:  # compiler errors can be long: keep the head (the fault) and the tail
-        text = text[: limit_chars // 2] + "\n...\n" + text[-limit_chars // 2:]
-    return "\n".join([*lines, text]) if lines else text
-
-
-def _is_compile_exception(exc: BaseException) -> bool:
-    names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"CompilationError", "OutOfResources", "PTXASError", "CompileTimeAssertionFailure",
-                         "UnsupportedLanguageConstruct", "InterpreterError", "CuteCompileError"})
+def _clone(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    if isinstance(x, list | tuple):
+        return type(x)(_clone(i) for i in x)
+    return x
 
 
 def _to_device(x: Any, device: str) -> Any:
@@ -89,14 +114,6 @@ def _to_device(x: Any, device: str) -> Any:
         return x.to(device)
     if isinstance(x, list | tuple):
         return type(x)(_to_device(i, device) for i in x)
-    return x
-
-
-def _clone(x: Any) -> Any:
-    if isinstance(x, torch.Tensor):
-        return x.clone()
-    if isinstance(x, list | tuple):
-        return type(x)(_clone(i) for i in x)
     return x
 
 
@@ -117,69 +134,95 @@ def _main_dtype(inputs: Any) -> torch.dtype:
     return floats[0].dtype if floats else torch.float32
 
 
-@contextlib.contextmanager
-def _poisoned_allocations() -> Iterator[None]:
-    """New memory from torch.empty & co. is filled with NaN (ints: max value), so unwritten outputs fail."""
-    import torch.utils.deterministic as det
-
-    was_det, was_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-    was_fill = det.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    det.fill_uninitialized_memory = True
-    try:
-        yield
-    finally:
-        det.fill_uninitialized_memory = was_fill
-        torch.use_deterministic_algorithms(was_det, warn_only=was_warn)
+def _same(a: Any, b: Any) -> bool:
+    """Equal structure and values, NaN equal to NaN (an unchanged input, a repeated answer)."""
+    ta, tb = list(iter_tensors(a)), list(iter_tensors(b))
+    if len(ta) != len(tb):
+        return False
+    for x, y in zip(ta, tb, strict=True):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if not torch.equal(x, y):
+            if not (x.is_floating_point() and bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all())):
+                return False
+    return True
 
 
-@contextlib.contextmanager
-def _interpreter_autotune_first_config(enabled: bool) -> Iterator[None]:
-    """Multi-config ``triton.autotune`` needs a GPU to benchmark; on the interpreter the first config is used."""
-    if not enabled:
-        yield
-        return
-    from triton.runtime.autotuner import Autotuner
+def _fingerprint(values: list[Any]) -> tuple[Any, ...]:
+    """A few numbers that tell one output from another without keeping it (its sum, sampled elements)."""
+    out: list[Any] = []
+    for t in iter_tensors(values):
+        flat = t.detach().reshape(-1)
+        sample = flat[:: max(1, flat.numel() // 64)][:64].double().cpu()
+        total = float(flat.sum(dtype=torch.float64)) if t.is_floating_point() else float(flat.sum())
+        out.append((tuple(t.shape), str(t.dtype), total, tuple(sample.tolist())))
+    return tuple(out)
 
-    original = Autotuner.run
 
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if len(self.configs) > 1:
-            self.configs = self.configs[:1]
-        return original(self, *args, **kwargs)
+def _finite(value: Any) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in iter_tensors(value) if t.is_floating_point())
 
-    Autotuner.run = run
-    try:
-        yield
-    finally:
-        Autotuner.run = original
+
+# ------------------------------------------------------------------------------------------- input variants
+
+def _sign_mask(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Random +-1 per element, symmetric where ``t`` is (a symmetric matrix stays symmetric); zeros stay zeros.
+    Drawn on the tensor's device (a KernelBench input can be gigabytes)."""
+    mask = torch.randint(0, 2, t.shape, generator=generator, device=t.device, dtype=t.dtype).mul_(2).sub_(1)
+    if t.dim() >= 2 and t.shape[-1] == t.shape[-2] and torch.equal(t, t.transpose(-1, -2)):
+        upper = torch.triu(mask)
+        mask = upper + torch.triu(mask, 1).transpose(-1, -2)
+    return mask
+
+
+def input_variant(inputs: list[Any], kind: str, seed: int) -> list[Any]:
+    """The task's inputs moved beyond its own distribution, keeping their structure (zeros, symmetry, dtype):
+
+    ``signed``: each floating-point element's sign flipped at random (an all-positive ``torch.rand`` input gets
+    negatives: the identity no longer passes as ReLU, TF32 rounding meets cancellation); ``scaled``: signed, then
+    times 8 (a softmax whose outputs sat under atol becomes peaked). Integer inputs are left alone.
+    """
+    generators: dict[torch.device, torch.Generator] = {}
+
+    def move(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            if x.device not in generators:
+                generators[x.device] = torch.Generator(device=x.device).manual_seed(seed)
+            y = x * _sign_mask(x, generators[x.device])
+            return y.mul_(8) if kind == "scaled" else y
+        if isinstance(x, list | tuple):
+            return type(x)(move(i) for i in x)
+        return x
+
+    return [move(x) for x in inputs]
+
+
+def odd_shapes(task: Task) -> list[dict[str, Any]]:
+    """Candidates for an odd-sized correctness shape: every even integer size constant of 16 or more, one less
+    (all together first, then one at a time, largest first). A kernel that assumes the shape divides its tiles
+    without masking fails there; the chain keeps the first one the reference runs at."""
+    constants = {**module_constants_of(task), **task.overrides}
+    sizes = {k: v for k, v in constants.items()
+             if isinstance(v, int) and not isinstance(v, bool) and v >= 16 and v % 2 == 0 and k.isidentifier()
+             and not k.startswith("EVOFORGE_")}
+    if not sizes:
+        return []
+    together = {k: v - 1 for k, v in sizes.items()}
+    one_by_one = [{k: v - 1} for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])]
+    return [together, *one_by_one] if len(sizes) > 1 else [together]
 
 
 class _Loaded:
-    """The task and candidate modules at one shape, with one reference and one candidate instance."""
+    """The task module at one shape, with the reference instance (the judge's, never lent)."""
 
-    def __init__(self, task: Task, candidate_module: Any, shape: dict[str, Any], device: str, seed: int) -> None:
+    def __init__(self, task: Task, shape: dict[str, Any], device: str, seed: int) -> None:
         self.task_module = load_task_module(task, shape)
         self.device = device
-        init_inputs = list(self.task_module.get_init_inputs())
+        self.init_inputs = list(self.task_module.get_init_inputs())
         torch.manual_seed(seed)
-        self.ref = self.task_module.Model(*init_inputs).to(device)  # train mode, as KernelBench runs it
-        try:
-            torch.manual_seed(seed)
-            self.new = candidate_module.ModelNew(*init_inputs)
-            self._align_weights()
-            self.new = self.new.to(device)
-        except Exception as e:
-            raise _ChainFailure(EvalStatus.RUNTIME_ERROR, "ModelNew(*get_init_inputs()) raised: "
-                                + _short_traceback(e, getattr(candidate_module, "__file__", None))) from e
+        self.ref = self.task_module.Model(*self.init_inputs).to(device)  # train mode, as KernelBench runs it
         self._ref64: Any = None
-
-    def _align_weights(self) -> None:
-        """Same seed gives same weights when creation order matches; copy them when names and shapes agree."""
-        ref_state, new_state = self.ref.state_dict(), self.new.state_dict()
-        if ref_state and set(ref_state) == set(new_state) and all(
-                ref_state[k].shape == new_state[k].shape for k in ref_state):
-            self.new.load_state_dict({k: v.detach().cpu() for k, v in ref_state.items()})
+        self.mutates_inputs: bool | None = None  # learnt on its first call (``reference``)
 
     def draw_inputs(self, seed: int) -> list[Any]:
         """Drawn on the device they are used on: KernelBench's ``get_inputs`` builds tensors with the default
@@ -190,11 +233,46 @@ class _Loaded:
             inputs = list(self.task_module.get_inputs())
         return _to_device(inputs, self.device)
 
+    def reference(self, inputs: list[Any]) -> Any:
+        """The reference's output, the inputs left as they were. Small inputs are copied for it; big ones (a
+        KernelBench input can be gigabytes) only if its first call on a copy showed it writes to them."""
+        with torch.no_grad():
+            if self.mutates_inputs is None or nested_bytes(inputs) < _COPY_INPUTS_BELOW:
+                copies = _clone(inputs)
+                out = self.ref(*copies)
+                if self.mutates_inputs is None:
+                    self.mutates_inputs = not _same(copies, inputs)
+                return out
+            return self.ref(*(_clone(inputs) if self.mutates_inputs else inputs))
+
     def reference64(self, inputs: list[Any]) -> Any:
         if self._ref64 is None:
             self._ref64 = copy.deepcopy(self.ref).double()
         with torch.no_grad():
             return self._ref64(*_to_double(_clone(inputs)))
+
+
+class _Budget:
+    """The candidate process's time: ``timeout_s`` in all, the waits for the device's turn not counted."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.deadline = time.monotonic() + timeout_s
+        self.timeout_s = timeout_s
+
+    def extend(self, seconds: float) -> None:
+        self.deadline += seconds
+
+    def left(self) -> float:
+        return max(self.deadline - time.monotonic(), 1e-3)
+
+
+def _poison(t: torch.Tensor) -> None:
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).max)
 
 
 class VerificationChain:
@@ -206,28 +284,86 @@ class VerificationChain:
         self.options = options
         self.workdir = workdir
         self.notify = notify or (lambda event: None)  # progress for the caller's clock: "turn-wait", "turn"
+        self._arena: Arena | None = None
+        self._flush_ms: float | None = None
+        self.representative = backend.name != "interpreter"  # times that say something about a GPU
+        self._answers: dict[str, list[Any]] = {}  # per shape, the last trial's expected outputs
+
+    @property
+    def arena(self) -> Arena:
+        if self._arena is None:
+            self._arena = Arena(device=self.backend.device, directory=self.workdir / "arena")
+        return self._arena
 
     def run(self, task: Task, candidate: Candidate) -> EvalResult:
         started = time.perf_counter()
         base = {"backend": self.backend.name, "arch": self.backend.arch, "versions": versions()}
-        failure = static_check(candidate.source, language=candidate.language)
+        failure = static_verdict(candidate)  # once per child: a stamped candidate is not checked again
         if failure is not None:
             return EvalResult.from_dict({**failure.to_dict(), **base, "eval_s": time.perf_counter() - started})
-        source_file = str(self.workdir / f"candidate_{candidate.id}.py")
+        process: CandidateProcess | None = None
+        self._answers = {}
+        self._phases: dict[str, float] = {}
         try:
-            result = self._run(task, candidate, source_file)
+            budget = _Budget(self.options.timeout_s)
+            process = self._start(task, candidate, budget)
+            self._phases["start_s"] = time.perf_counter() - started
+            result = self._run(task, candidate, process, budget)
         except _ChainFailure as f:
             result = EvalResult.failure(f.status, str(f), details=f.details)
-        except Exception as e:  # anything the candidate raised that the steps did not classify
-            status = EvalStatus.COMPILE_ERROR if _is_compile_exception(e) else EvalStatus.RUNTIME_ERROR
-            result = EvalResult.failure(status, _short_traceback(e, source_file))
+        except CandidateGone as g:
+            result = EvalResult.failure(g.status, str(g))
+        except Exception as e:  # the judge's own side failed (the reference, the device): start it afresh
+            import traceback
+
+            text = "".join(traceback.format_exception_only(type(e), e)).strip()
+            result = EvalResult.failure(EvalStatus.RUNTIME_ERROR, f"the judge failed while evaluating: {text}",
+                                        details={"judge_error": True})
+        finally:
+            if process is not None:
+                process.close()
         d = result.to_dict()
         d.update({k: v for k, v in base.items() if not d.get(k)})
         d["eval_s"] = time.perf_counter() - started
+        d["details"] = {**d.get("details", {}), "phases_s": {k: round(v, 4) for k, v in self._phases.items()}}
         return EvalResult.from_dict(d)
 
+    # ------------------------------------------------------------------------------ the candidate's process
+    def _start(self, task: Task, candidate: Candidate, budget: _Budget) -> CandidateProcess:
+        workdir = self.workdir / f"candidate-{candidate.id}-{secrets.token_hex(4)}"
+        spec = {"source": candidate.source, "source_file": str(workdir / "candidate.py"), "params": candidate.params,
+                "language": candidate.language, "device": self.backend.device, "backend": self.backend.name,
+                "backend_options": {"arch": self.backend.arch}, "allow": list(task.allow),
+                "interpreted": self.backend.name == "interpreter", "arena": self.arena.handle()}
+        process = CandidateProcess(spec=spec, workdir=workdir, startup_timeout_s=min(budget.left(), STARTUP_TIMEOUT_S))
+        process.arena_generation = self.arena.generation
+        self._judge(process.ready, what="importing the candidate")
+        return process
+
+    def _judge(self, reply: dict[str, Any], *, what: str) -> dict[str, Any]:
+        """Turn what the candidate's process reports into a verdict: its conduct first (it names the trick), then
+        an error its code raised."""
+        violations = reply.get("violations") or []
+        if violations:
+            kinds = sorted({v.get("kind", "?") for v in violations})
+            lines = "; ".join(dict.fromkeys(str(v.get("message", "")) for v in violations))
+            raise _ChainFailure(EvalStatus.REJECTED, f"{what}: {lines}", violations=kinds)
+        error = reply.get("error")
+        if error:
+            status = {"compile_error": EvalStatus.COMPILE_ERROR, "rejected": EvalStatus.REJECTED}.get(
+                error.get("kind"), EvalStatus.RUNTIME_ERROR)
+            raise _ChainFailure(status, str(error.get("message", "")))
+        return reply
+
+    def _request(self, process: CandidateProcess, budget: _Budget, op: str, stage: str,
+                 **payload: Any) -> dict[str, Any]:
+        if process.arena_generation != self.arena.generation:  # the arena grew since the process mapped it
+            payload["arena"] = self.arena.handle()
+            process.arena_generation = self.arena.generation
+        return self._judge(process.request(op, budget.left(), **payload), what=stage)
+
     @contextlib.contextmanager
-    def _turn(self) -> Iterator[dict[str, float]]:
+    def _turn(self, budget: _Budget) -> Iterator[dict[str, float]]:
         """The device's turn, telling the caller when the wait starts and ends (it stops the timeout's clock)."""
         try:
             key = getattr(self.backend, "lock_key", None)
@@ -236,161 +372,403 @@ class VerificationChain:
         if key is not None:
             self.notify("turn-wait")
         with device_turn(key) as info:
+            budget.extend(info["wait_s"])
             if key is not None:
                 self.notify("turn")
             yield info
 
-    def _load_candidate(self, candidate: Candidate, source_file: str) -> Any:
-        Path(source_file).write_text(candidate.source)
-        try:
-            module = exec_module_file(source_file, f"evoforge_candidate_{candidate.id}")
-        except Exception as e:
-            raise _ChainFailure(EvalStatus.COMPILE_ERROR, "importing the candidate failed: "
-                                + _short_traceback(e, source_file), stage="load") from e
-        params = getattr(module, "PARAMS", None)
-        if candidate.params:
-            if not isinstance(params, dict):
-                raise _ChainFailure(EvalStatus.COMPILE_ERROR,
-                                    "the candidate has tunable params but its module defines no PARAMS dict")
-            params.update(candidate.params)
-        return module
+    # ------------------------------------------------------------------------------ correctness
+    def _shapes(self, task: Task) -> list[tuple[dict[str, Any], str]]:
+        shapes = [({}, "main"), *((s, "extra") for s in task.shapes)]
+        if not task.shapes and self.options.odd_shape:
+            for candidate_shape in odd_shapes(task):
+                try:
+                    loaded = _Loaded(task, candidate_shape, self.backend.device, self.options.seed)
+                    out = loaded.reference(loaded.draw_inputs(self.options.seed))
+                except Exception:  # the reference does not run there (a size tied to another): try the next
+                    continue
+                if _finite(out):
+                    shapes.append((candidate_shape, "odd"))
+                    break
+        return shapes
 
-    def _forward(self, model: Any, inputs: list[Any], source_file: str, what: str) -> Any:
-        try:
-            with torch.no_grad():
-                out = model(*inputs)
-            self.backend.synchronize()
-            return out
-        except Exception as e:
-            status = EvalStatus.COMPILE_ERROR if _is_compile_exception(e) else EvalStatus.RUNTIME_ERROR
-            raise _ChainFailure(status, f"{what}: " + _short_traceback(e, source_file)) from e
+    def _trial(self, process: CandidateProcess, budget: _Budget, loaded: _Loaded, key: str, inputs: list[Any],
+               where: str, *, watch: bool, reference_ops: OpRecorder | None = None,
+               flops: list[int] | None = None, only_if_finite: bool = False) -> dict[str, Any] | None:
+        """One correctness trial: the reference on the judge's own copy, the candidate on a lent copy."""
+        counter = None
+        if flops is not None:
+            from torch.utils.flop_counter import FlopCounterMode
 
-    def _run(self, task: Task, candidate: Candidate, source_file: str) -> EvalResult:
+            counter = FlopCounterMode(display=False)
+        with (reference_ops or contextlib.nullcontext()), (counter or contextlib.nullcontext()):
+            expected = loaded.reference(inputs)
+        reference_mutates = bool(loaded.mutates_inputs)
+        if counter is not None and flops is not None:
+            flops.append(counter.get_total_flops())
+        if only_if_finite and not _finite(expected):
+            return None
+        expected_flat = flatten_outputs(expected)
+        arena = self.arena
+        arena.reset()
+        need = nested_bytes(inputs) + nested_bytes(expected_flat)
+        if self.options.timing:  # room for the timing phase too, now: a mapping replaced later lingers
+            pool, checked = _pool_plan(nested_bytes(inputs), nested_bytes(expected_flat), self.representative)
+            need = max(need, (pool + 1) * nested_bytes(inputs) + checked * nested_bytes(expected_flat))
+        arena.reserve(need)
+        lent, input_desc = share(arena, inputs)
+        receive, receive_desc = [], []
+        for value in expected_flat:
+            if isinstance(value, torch.Tensor):
+                buffer, desc = arena.empty(tuple(value.shape), value.dtype)
+                _poison(buffer)
+                receive.append(buffer)
+                receive_desc.append(desc)
+            else:
+                receive.append(value)
+                receive_desc.append(None)
+        self.backend.synchronize()
+        reply = self._request(process, budget, "call", f"forward at {where}", key=key, inputs=input_desc,
+                              receive=receive_desc, watch=watch, what=f"forward raised ({where})")
+        if not reply.get("copied"):
+            raise _ChainFailure(EvalStatus.INCORRECT, f"wrong output at {where}: "
+                                + _structure_mismatch(reply.get("outputs") or [], expected_flat))
+        got = [value if desc is None else buffer for value, buffer, desc in
+               zip(expected_flat, receive, receive_desc, strict=True)]
+        for i, desc in enumerate(receive_desc):  # non-tensor outputs come back as values
+            if desc is None:
+                got[i] = (reply.get("outputs") or [{}] * len(receive_desc))[i].get("value")
+        cmp = compare_outputs(got, expected_flat, reference64=lambda: flatten_outputs(loaded.reference64(inputs)),
+                              rounded64=lambda: flatten_outputs(loaded.reference64(round_significand(inputs))),
+                              tolerances={getattr(torch, k): v for k, v in self.options.tolerances.items()})
+        earlier = self._answers.get(key)
+        self._answers[key] = _fingerprint(expected_flat)
+        if not cmp.ok:
+            hint = ""
+            if earlier is not None and _fingerprint(got) == earlier:
+                hint = (" — it returned exactly the answer to an earlier call on other inputs (a cached result, "
+                        "keyed on something that repeats such as the input's address)")
+            raise _ChainFailure(EvalStatus.INCORRECT, f"wrong output at {where}: {cmp.message}{hint}",
+                                max_abs_err=cmp.max_abs_err, criterion=cmp.criterion)
+        if not reference_mutates and not _same(list(lent), inputs):
+            changed = next(i for i, (a, b) in enumerate(zip(iter_tensors(list(lent)), iter_tensors(inputs),
+                                                            strict=True)) if not _same(a, b))
+            raise _ChainFailure(EvalStatus.REJECTED, f"forward modified its input tensor {changed} in place at "
+                                f"{where} (the reference leaves its inputs as they were: a caller's tensors are "
+                                "not the kernel's to overwrite)")
+        return {"reply": reply, "cmp": cmp}
+
+    def _anticheat(self, task: Task, reply: dict[str, Any], where: str, language: str) -> None:
+        if not self.options.anticheat:
+            return
+        if int(reply.get("launches", 0)) == 0:
+            raise _ChainFailure(EvalStatus.REJECTED, f"forward launched no {language} kernel at {where}: "
+                                "the answer must come from a kernel")
+        cheats = compute_ops(set(reply.get("ops") or {}), task.allow_ops)
+        if cheats:
+            raise _ChainFailure(EvalStatus.REJECTED,
+                                f"forward calls PyTorch compute op(s) {', '.join(cheats)} that the kernel must do "
+                                "itself (views, allocation and copies are fine; a task may allow ops with "
+                                "EVOFORGE_ALLOW_OPS)")
+
+    def _run(self, task: Task, candidate: Candidate, process: CandidateProcess, budget: _Budget) -> EvalResult:
         opts = self.options
         device = self.backend.device
-        interpreted = self.backend.name == "interpreter"
         language = "CuTe" if candidate.language == "cute" else "Triton"
+        t0 = time.perf_counter()
         compile_s = None
         turn: dict[str, float] | None = None
-        with _interpreter_autotune_first_config(interpreted), contextlib.ExitStack() as stack:
-            t0 = time.perf_counter()
-            module = self._load_candidate(candidate, source_file)
-            shapes = [{}, *task.shapes]
-            worst = (0.0, 0.0)
-            criteria: set[str] = set()
-            main: _Loaded | None = None
-            flops = 0
-            for shape_index, shape in enumerate(shapes):
-                loaded = _Loaded(task, module, shape, device, opts.seed)
+        worst = (0.0, 0.0)
+        criteria: set[str] = set()
+        main: _Loaded | None = None
+        flops: list[int] = []
+        with contextlib.ExitStack() as stack:
+            for shape_index, (shape, kind) in enumerate(self._shapes(task)):
+                loaded = _Loaded(task, shape, device, opts.seed)
+                key = str(shape_index)
                 if shape_index == 0:
                     main = loaded
-                trials = opts.trials if shape_index == 0 else 1
-                for trial in range(trials):
+                self._build(process, budget, loaded, key)
+                plan: list[tuple[int, str]] = [(t, "") for t in range(opts.trials if shape_index == 0 else 1)]
+                if shape_index == 0 and opts.variants:
+                    plan += [(opts.trials, "signed"), (opts.trials + 1, "scaled")]
+                reference_ops = OpRecorder()
+                for trial, variant in plan:
                     inputs = loaded.draw_inputs(opts.seed + 1000 * shape_index + trial + 1)
-                    reference_ops = OpRecorder()
-                    from torch.utils.flop_counter import FlopCounterMode
-
-                    counter = FlopCounterMode(display=False) if (shape_index == 0 and trial == 0) else None
-                    with torch.no_grad(), reference_ops, (counter or contextlib.nullcontext()):
-                        expected = loaded.ref(*_clone(inputs))
-                    if counter is not None:
-                        flops = counter.get_total_flops()
-                    launches = LaunchCounter()
-                    recorder = OpRecorder()
-                    launches.recorder = recorder
-                    with _poisoned_allocations(), launches.active(), recorder:
-                        got = self._forward(loaded.new, _clone(inputs), source_file,
-                                            f"forward raised (shape {shape or 'main'}, trial {trial + 1})")
+                    if variant:
+                        inputs = input_variant(inputs, variant, opts.seed + trial)
+                    where = (f"shape {shape} ({'odd size, derived from the task' if kind == 'odd' else 'extra'})"
+                             if shape else "the main shape")
+                    where += f", {variant} inputs" if variant else f", trial {trial + 1} of {len(plan)}"
+                    outcome = self._trial(process, budget, loaded, key, inputs, where, watch=True,
+                                          reference_ops=reference_ops if trial == 0 else None,
+                                          flops=flops if (shape_index == 0 and trial == 0) else None,
+                                          only_if_finite=bool(variant))
+                    if outcome is None:
+                        continue  # the reference itself is not finite there: not the candidate's to match
                     if compile_s is None:
                         compile_s = time.perf_counter() - t0
                         # Loaded and compiled: the rest measures, so it waits for the device's turn while
                         # other evaluations of this device compile (or wait) meanwhile.
-                        turn = stack.enter_context(self._turn())
-                    where = f"shape {shape}" if shape else "the main shape"
-                    cmp = compare_outputs(got, expected, reference64=lambda ld=loaded, i=inputs: ld.reference64(i),
-                                          tolerances={getattr(torch, k): v for k, v in opts.tolerances.items()})
-                    if not cmp.ok:
-                        raise _ChainFailure(EvalStatus.INCORRECT,
-                                            f"wrong output at {where}, trial {trial + 1} of {trials}: {cmp.message}",
-                                            max_abs_err=cmp.max_abs_err, criterion=cmp.criterion)
-                    if opts.anticheat:
-                        if launches.launches == 0:
-                            raise _ChainFailure(EvalStatus.REJECTED,
-                                                f"forward launched no {language} kernel at {where} "
-                                                f"(trial {trial + 1}): "
-                                                "the answer must come from a kernel")
-                        cheats = sorted(set(recorder.ops) & forbidden_ops(set(reference_ops.ops), task.allow_ops))
-                        if cheats:
-                            raise _ChainFailure(EvalStatus.REJECTED,
-                                                f"forward calls PyTorch compute op(s) {', '.join(cheats)} that the "
-                                                "kernel must do itself (views, allocation and copies are fine; a task "
-                                                "may allow ops with EVOFORGE_ALLOW_OPS)")
+                        turn = stack.enter_context(self._turn(budget))
+                    self._anticheat(task, outcome["reply"], where, language)
+                    cmp = outcome["cmp"]
                     criteria.add(cmp.criterion)
                     worst = (max(worst[0], cmp.max_abs_err), max(worst[1], cmp.max_rel_err))
             assert main is not None
+            self._phases["correctness_s"] = time.perf_counter() - t0
             criterion = "float64" if "float64" in criteria else "allclose"
             result: dict[str, Any] = {"status": EvalStatus.OK, "max_abs_err": worst[0], "max_rel_err": worst[1],
                                       "criterion": criterion, "compile_s": compile_s}
             if opts.timing:
-                result.update(self._time(main, task, flops, source_file))
+                t1 = time.perf_counter()
+                result.update(self._time(process, budget, main, task, flops[0] if flops else 0))
+                after = main.draw_inputs(opts.seed + 3_000_000)
+                self._trial(process, budget, main, "0", after, "the main shape, fresh inputs after timing",
+                            watch=False)
+                self._phases["timing_s"] = time.perf_counter() - t1
             if turn is not None:
                 result["details"] = {"turn_wait_s": turn["wait_s"], "turn": [turn["start"], time.time()]}
         return EvalResult.from_dict({**result, "status": str(result["status"])})
 
-    def _time(self, loaded: _Loaded, task: Task, flops: int, source_file: str) -> dict[str, Any]:
-        inputs = loaded.draw_inputs(self.options.seed + 999_999)
-        ref_inputs, new_inputs = _clone(inputs), _clone(inputs)
+    def _build(self, process: CandidateProcess, budget: _Budget, loaded: _Loaded, key: str) -> None:
+        state = loaded.ref.state_dict()
+        arena = self.arena
+        arena.reset()
+        arena.reserve(nested_bytes(list(state.values())))
+        state_desc = {name: share(arena, tensor.detach())[1] for name, tensor in state.items()}
+        self.backend.synchronize()
+        self._request(process, budget, "build", "ModelNew(*get_init_inputs())", key=key,
+                      init_inputs=loaded.init_inputs, state=state_desc, seed=self.options.seed)
+
+    # ------------------------------------------------------------------------------ timing
+    def _time(self, process: CandidateProcess, budget: _Budget, loaded: _Loaded, task: Task,
+              flops: int) -> dict[str, Any]:
+        timer = _CandidateTimer(self, process, budget, loaded)
+        ref_inputs = timer.settle
         with torch.no_grad():
             out = loaded.ref(*ref_inputs)
 
-            def run_candidate() -> Any:
-                return loaded.new(*new_inputs)
+            def run_reference() -> Any:
+                return loaded.ref(*ref_inputs)
 
-            try:
-                timings = self.backend.time_interleaved({"ref": lambda: loaded.ref(*ref_inputs),
-                                                         "candidate": run_candidate},
-                                                        budget_ms=self.options.timing_budget_ms)
-            except Exception as e:
-                raise _ChainFailure(EvalStatus.RUNTIME_ERROR, "while timing: " + _short_traceback(e, source_file)) from e
+            timings = interleaved_blocks({"ref": self.backend.block_timer(run_reference), "candidate": timer},
+                                         budget_ms=self.options.timing_budget_ms,
+                                         **({"max_reps": 20, "min_reps": 3} if not timer.representative else {}))
+        timer.check()
         ref_ms, cand_ms = timings["ref"].median_ms, timings["candidate"].median_ms
         representative = timings["candidate"].representative
         result: dict[str, Any] = {"runtime_ms": cand_ms, "ref_ms": ref_ms,
                                   "speedup": ref_ms / cand_ms if cand_ms > 0 else None,
                                   "timing_representative": representative,
                                   "device_name": str(self.backend.properties.get("name", ""))}
-        floors = physical_floor_ms(self.backend.arch, bytes_moved=_nbytes(inputs) + _nbytes(out), flops=flops,
-                                   dtype=_main_dtype(inputs), passes=task.floor_passes)
-        if floors and representative:
-            floor_ms, memory_floor_ms = floors
+        floors = physical_floor_ms(self.backend.arch, bytes_moved=_nbytes(ref_inputs) + _nbytes(out), flops=flops,
+                                   dtype=_main_dtype(ref_inputs), passes=task.floor_passes)
+        bounds = physical_floor_ms(self.backend.arch, bytes_moved=_nbytes(ref_inputs) + _nbytes(out), flops=flops,
+                                   dtype=_main_dtype(ref_inputs), passes=task.floor_passes, measured=False)
+        if floors and bounds and representative:
+            floor_ms = floors[0]
             result["floor_ms"] = floor_ms
             result["pct_of_floor"] = 100.0 * floor_ms / cand_ms
-            if cand_ms < 0.97 * memory_floor_ms:
-                result["below_floor"] = True
-                result["message"] = (f"measured {cand_ms:.4g} ms is below the memory floor {memory_floor_ms:.4g} "
-                                     "ms (every input read and output written once): impossible, so the timing "
-                                     "or the kernel is suspect")
+            status, message = floor_verdict(cand_ms, memory_floor_ms=bounds[1], compute_floor_ms=bounds[2],
+                                            flops=flops, allow=task.allow)
+            if status is not None:
+                raise _ChainFailure(status, message, measured_ms=cand_ms)
+            result["below_floor"] = cand_ms < 0.97 * bounds[2]
         elif not representative:
             result["message"] = "timed on the Triton interpreter: times are not representative of a GPU"
         return result
+
+    def flush_ms(self) -> float:
+        """One flush of the device's cache, timed by the judge (the wall-clock cross-check subtracts it)."""
+        if self._flush_ms is None:
+            timer = self.backend.block_timer(self.backend.flush)
+            timer.per_call_ms()
+            self._flush_ms = sorted(timer.block(10))[5] if timer.representative else 0.0
+        return self._flush_ms
+
+
+# Timing checks of the candidate's blocks (on a GPU, where times are representative).
+_JOIN_SLACK = 1.10  # the timed stream waiting for every stream a launch used may add at most 10%...
+_JOIN_SLACK_MS = 0.010  # ...plus 10 us a call (two events recorded back to back)
+_WALL_FACTOR = 3.0  # the judge's wall clock over a block may exceed the events' account at most 3x...
+_WALL_SLACK_MS = 5.0  # ...plus 5 ms, beyond a request's own round trip (measured: the slowest of three pings)
+_CHECKED_OUTPUTS = 3  # timed calls whose outputs the judge checks, per block (the last one among them)
+_MAX_POOL = 64  # input sets the candidate's timed calls rotate through (none is used twice in a block)
+
+
+def _pool_plan(set_bytes: int, out_bytes: int, representative: bool) -> tuple[int, int]:
+    """(input sets the timed calls rotate through, timed outputs checked per block) for a task's sizes: sets up to
+    4 GiB of inputs and outputs on a GPU (64 MiB on the interpreter); big outputs get the last call checked."""
+    budget_bytes = (4 << 30) if representative else (64 << 20)
+    pool = int(max(1, min(_MAX_POOL if representative else 10, budget_bytes // max(set_bytes + out_bytes, 1))))
+    return pool, (_CHECKED_OUTPUTS if out_bytes < (256 << 20) else 1)
+
+
+class _CandidateTimer:
+    """The candidate's side of ``interleaved_blocks``: each block runs in the candidate's process, on input sets
+    the judge draws afresh for it, and the judge checks what came back before it believes the times."""
+
+    def __init__(self, chain: VerificationChain, process: CandidateProcess, budget: _Budget, loaded: _Loaded) -> None:
+        self.chain = chain
+        self.process = process
+        self.budget = budget
+        self.loaded = loaded
+        self.representative = chain.representative
+        self._rng = random.Random(chain.options.seed)
+        self._draws = 0
+        self._problems: list[tuple[EvalStatus, str]] = []
+        backend = chain.backend
+        settle = loaded.draw_inputs(chain.options.seed + 1_999_999)
+        self.settle = settle  # the judge's own copy (the reference is timed on it); the candidate gets a lent one
+        out = flatten_outputs(loaded.reference(settle))
+        self._out_bytes = nested_bytes(out)
+        set_bytes = nested_bytes(settle)
+        self.pool_size, self._checked = _pool_plan(set_bytes, self._out_bytes, self.representative)
+        arena = chain.arena
+        arena.reset()
+        arena.reserve(set_bytes * (self.pool_size + 1) + self._out_bytes * self._checked)
+        _, self._settle_desc = share(arena, settle)
+        self._pool: list[tuple[Any, Any]] = []  # (lent copy, descriptor)
+        self._pristine: list[list[Any]] = []
+        for _ in range(self.pool_size):
+            inputs = self._draw()
+            lent, desc = share(arena, inputs)
+            self._pool.append((lent, desc))
+            self._pristine.append(inputs)
+        self._receive = []
+        for _ in range(self._checked):
+            buffers = []
+            for value in out:
+                buffers.append(arena.empty(tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor)
+                               else None)
+            self._receive.append(buffers)
+        del out
+        backend.synchronize()
+        self._blocks = 0
+        # What a request costs without any work (the channel, the reply, the process's own checks after each
+        # request): the wall-clock cross-check below looks past it.
+        round_trips = []
+        for _ in range(3):
+            started = time.perf_counter()
+            chain._request(process, budget, "ping", "timing (round trip)")
+            round_trips.append((time.perf_counter() - started) * 1e3)
+        self._round_trip_ms = max(round_trips)
+
+    def _draw(self) -> list[Any]:
+        self._draws += 1
+        return self.loaded.draw_inputs(self.chain.options.seed + 2_000_000 + self._draws)
+
+    def per_call_ms(self) -> float:
+        reply = self.chain._request(self.process, self.budget, "estimate", "timing (warm-up)", key="0",
+                                    settle=self._settle_desc)
+        return float(reply["per_call_ms"])
+
+    def _refresh(self) -> None:
+        """New contents for every pool set between blocks: an answer kept from an earlier block is wrong now."""
+        for i, (lent, _) in enumerate(self._pool):
+            inputs = self._draw()
+            for dst, src in zip(iter_tensors(lent), iter_tensors(inputs), strict=True):
+                dst.copy_(src)
+            self._pristine[i] = inputs
+        self.chain.backend.synchronize()
+
+    def block(self, reps: int) -> list[float]:
+        settle_reps, reps = reps, min(reps, self.pool_size)  # the device settles for as long as planned
+        if self._blocks:
+            self._refresh()
+        self._blocks += 1
+        started = time.perf_counter()
+        reply = self.chain._request(self.process, self.budget, "time", "timing", key="0", settle=self._settle_desc,
+                                    pool=[desc for _, desc in self._pool], reps=reps, settle_reps=settle_reps)
+        wall_ms = (time.perf_counter() - started) * 1e3
+        times = [float(t) for t in reply.get("times_ms", [])]
+        joined = [float(t) for t in reply.get("joined_ms", [])]
+        if len(times) != reps or len(joined) != reps or not all(t >= 0 for t in times):
+            raise _ChainFailure(EvalStatus.REJECTED, f"timing: the candidate's process returned {len(times)} times "
+                                f"for {reps} timed calls")
+        self._verify_outputs(reps)
+        if self.representative:
+            hidden = sum(joined) - sum(times)
+            if hidden > (_JOIN_SLACK - 1) * sum(times) + reps * _JOIN_SLACK_MS:
+                self._problems.append((EvalStatus.REJECTED, (
+                    f"forward leaves work on another CUDA stream that the result does not wait for: the timed stream "
+                    f"waiting for every stream its launches used took {sum(joined):.4g} ms over {reps} calls, "
+                    f"{sum(times):.4g} ms without (work the clock does not see)")))
+            calls = 2 * max(settle_reps, reps)  # the settling half and the timed half, every call flushed first
+            explained = calls * (sum(times) / reps + self.chain.flush_ms())
+            if wall_ms - self._round_trip_ms > _WALL_FACTOR * explained + _WALL_SLACK_MS:
+                self._problems.append((EvalStatus.REJECTED, (
+                    f"the judge's wall clock saw {wall_ms:.4g} ms for a block whose device events account for "
+                    f"{explained:.4g} ms (calls and cache flushes; a request's own round trip is "
+                    f"{self._round_trip_ms:.3g} ms): the event times do not add up (patched timing, or work the "
+                    "timed stream does not see)")))
+        return times
+
+    def _verify_outputs(self, reps: int) -> None:
+        """Outputs of a few timed calls, chosen after the block (the last among them), against the reference
+        on pristine copies of their inputs: a timing-only shortcut computes something else."""
+        indices = sorted({reps - 1, *self._rng.sample(range(reps), min(reps, self._checked) - 1)})
+        receive = self._receive[:len(indices)]
+        descs = []
+        for buffers in receive:
+            row = []
+            for item in buffers:
+                if item is None:
+                    row.append(None)
+                else:
+                    _poison(item[0])
+                    row.append(item[1])
+            descs.append(row)
+        self.chain.backend.synchronize()
+        reply = self.chain._request(self.process, self.budget, "fetch", "timing (outputs)", indices=indices,
+                                    receive=descs)
+        for n, (index, copied) in enumerate(zip(indices, reply.get("copied", []), strict=True)):
+            expected = flatten_outputs(self.loaded.reference(self._pristine[index % self.pool_size]))
+            if not copied:
+                raise _ChainFailure(EvalStatus.INCORRECT, f"timed call {index + 1} of a timing block returned "
+                                    "outputs of another structure than the correctness trials did")
+            got = [item if item is None else item[0] for item in receive[n]]
+            got = [e if g is None else g for g, e in zip(got, expected, strict=True)]
+            cmp = compare_outputs(got, expected, reference64=None,
+                                  tolerances={getattr(torch, k): v for k, v in self.chain.options.tolerances.items()})
+            if not cmp.ok:
+                pristine = self._pristine[index % self.pool_size]
+                cmp64 = compare_outputs(got, expected, reference64=lambda p=pristine: flatten_outputs(
+                    self.loaded.reference64(p)), rounded64=lambda p=pristine: flatten_outputs(
+                    self.loaded.reference64(round_significand(p))))
+                if not cmp64.ok:
+                    raise _ChainFailure(EvalStatus.INCORRECT, f"a timed run's output is wrong (call {index + 1} "
+                                        f"of timing block {self._blocks}): {cmp.message} — the timed runs must "
+                                        "compute what the correctness trials did, on every input (an answer kept "
+                                        "from an earlier call, or a shortcut taken only when timed)")
+        self.chain._request(self.process, self.budget, "drop", "timing (outputs)")
+
+    def check(self) -> None:
+        if self._problems:
+            status, message = self._problems[0]
+            raise _ChainFailure(status, message)
 
 
 _DTYPE_PEAK = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
 
 
 def physical_floor_ms(arch: str, *, bytes_moved: int, flops: int, dtype: torch.dtype,
-                      passes: float = 1.0) -> tuple[float, float] | None:
-    """(floor, memory floor) in ms: no correct kernel runs faster than either.
+                      passes: float = 1.0, measured: bool = True) -> tuple[float, float, float] | None:
+    """(floor, memory floor, compute floor) in ms: no correct kernel of the reference's algorithm runs faster.
 
     The floor is max(bytes x passes / bandwidth, FLOPs / peak); the memory floor counts each input read
     and each output written once, the one bound no algorithm escapes. For float32 the fastest exact-enough
     arithmetic is three 16-bit tensor-core products per step (or 3xTF32), so its peak is the larger of the
     fp32 rate and a third of the bf16 or tf32 rate. The compute term counts the reference's FLOPs: a kernel
-    that finds a cheaper algorithm may beat it, so only the memory floor decides ``below_floor``.
+    that finds a cheaper algorithm may beat it, which a task admits with ``EVOFORGE_ALLOW = ["fewer_flops"]``.
+    ``measured=True`` takes the knowledge base's measured ceilings (what ``pct_of_floor`` reports against);
+    ``measured=False`` the datasheet's, the bounds the judge holds a time to (``floor_verdict``).
     """
     try:
         from evoforge import knowledge
 
-        ceil = knowledge.ceilings(arch)
+        ceil = knowledge.ceilings(arch, measured=measured)
     except Exception:
         return None
     bandwidth = ceil.get("bandwidth_gbs")
@@ -404,4 +782,38 @@ def physical_floor_ms(arch: str, *, bytes_moved: int, flops: int, dtype: torch.d
         peak = max([p for p in (peaks.get("fp32"), (peaks.get("tf32") or 0) / 3, (peaks.get("bf16") or 0) / 3) if p]
                    or [0]) or None
     compute_ms = flops / (peak * 1e12) * 1e3 if peak and flops else 0.0
-    return max(memory_ms * passes, compute_ms), memory_ms
+    return max(memory_ms * passes, compute_ms), memory_ms, compute_ms
+
+
+def floor_verdict(cand_ms: float, *, memory_floor_ms: float, compute_floor_ms: float, flops: float,
+                  allow: tuple[str, ...]) -> tuple[EvalStatus | None, str]:
+    """``implausible`` for a time no correct kernel can reach: under the memory floor always; under the compute
+    floor (the reference's FLOPs at peak) unless the task admits fewer FLOPs (``EVOFORGE_ALLOW =
+    ["fewer_flops"]``: an algebraic rewrite). 3% slack for the measurement's own spread."""
+    if cand_ms < 0.97 * memory_floor_ms:
+        return EvalStatus.IMPLAUSIBLE, (
+            f"measured {cand_ms:.4g} ms is below the memory floor {memory_floor_ms:.4g} ms (every input read and "
+            "every output written once at the device's datasheet bandwidth): impossible, so the timing or the "
+            "kernel is suspect")
+    if cand_ms < 0.97 * compute_floor_ms and "fewer_flops" not in allow:
+        return EvalStatus.IMPLAUSIBLE, (
+            f"measured {cand_ms:.4g} ms is below the compute floor {compute_floor_ms:.4g} ms (the reference's "
+            f"{flops:.3g} FLOPs at the device's datasheet peak): impossible unless the kernel does fewer FLOPs than the "
+            "reference (an algebraic rewrite); a task that admits one says so with EVOFORGE_ALLOW = ['fewer_flops']")
+    return None, ""
+
+
+def _structure_mismatch(outputs: list[dict[str, Any]], expected: list[Any]) -> str:
+    """Why the candidate's outputs did not fit the judge's receive buffers, in compare_outputs' words."""
+    if len(outputs) != len(expected):
+        return f"forward returned {len(outputs)} output(s); the reference returns {len(expected)}"
+    for i, (got, exp) in enumerate(zip(outputs, expected, strict=True)):
+        if not isinstance(exp, torch.Tensor):
+            continue
+        if not got.get("tensor"):
+            return f"output {i} is {got.get('type', type(got.get('value')).__name__)}, expected a tensor"
+        if tuple(got.get("shape", ())) != tuple(exp.shape):
+            return f"output {i} has shape {tuple(got.get('shape', ()))}, expected {tuple(exp.shape)}"
+        if got.get("dtype") != str(exp.dtype).removeprefix("torch."):
+            return f"output {i} has dtype torch.{got.get('dtype')}, expected {exp.dtype}"
+    return "its outputs could not be copied back"

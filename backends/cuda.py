@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from evoforge.backends.base import Timing, event_time_interleaved, register
+from evoforge.backends.base import (
+    BlockTimer,
+    EvaluationProcess,
+    EventBlockTimer,
+    Timing,
+    event_time_interleaved,
+    register,
+)
 
 _ARCH_BY_CAPABILITY = {(8, 0): "nvidia-sm80", (8, 6): "nvidia-sm80", (8, 9): "nvidia-sm89", (9, 0): "nvidia-sm90"}
 
@@ -59,25 +66,35 @@ class CudaBackend:
         return {"name": p.name, "sm_count": p.multi_processor_count, "total_memory_bytes": p.total_memory,
                 "capability": f"{p.major}.{p.minor}", "l2_bytes": getattr(p, "L2_cache_size", None)}
 
-    def child_env(self) -> dict[str, str]:
-        return {}
+    def evaluation_process(self) -> EvaluationProcess:
+        return EvaluationProcess()  # no address-space limit: the driver maps more virtual memory than any limit
+
+    def device_count(self) -> int:
+        import torch
+
+        return torch.cuda.device_count() if self.available()[0] else 0
 
     def synchronize(self) -> None:
         import torch
 
         torch.cuda.synchronize(self.device_index)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         import torch
 
         if self._flush_buffer is None:  # larger than any L2 (H200: 60 MB)
             self._flush_buffer = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=self.device)
         self._flush_buffer.zero_()
 
+    def block_timer(self, fn: Callable[[], Any]) -> BlockTimer:
+        import torch
+
+        return EventBlockTimer(fn, lambda: torch.cuda.Event(enable_timing=True), self.synchronize, self.flush)
+
     def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 1000.0,
                          max_reps: int = 500, min_reps: int = 10) -> dict[str, Timing]:
         import torch
 
         return event_time_interleaved(fns, event=lambda: torch.cuda.Event(enable_timing=True),
-                                      sync=self.synchronize, flush=self._flush, budget_ms=budget_ms,
+                                      sync=self.synchronize, flush=self.flush, budget_ms=budget_ms,
                                       max_reps=max_reps, min_reps=min_reps)

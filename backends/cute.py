@@ -41,7 +41,6 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -663,25 +662,3 @@ def compile_only(candidate: Candidate, arch: str | None = "nvidia-sm90", *, opt:
                       compile_s=info.seconds, cached=info.cached, timing_representative=False, eval_s=time.perf_counter() - started,
                       details={"stage": "compile", "nvcc_arch": target, "library": str(info.path),
                                "source_key": info.source_key, "cuda_src_line": first_line}, **base)
-
-
-# ---------------------------------------------------------------------------------------------- knowledge
-
-
-_PROMPT_PARTS = {
-    "common": ("contract.md", "layouts.md", "copy_sm80.md", "mma_sm80.md", "pitfalls.md"),
-    "sm90": ("copy_sm90.md", "mma_sm90.md"),
-}
-
-
-def cute_prompt(arch: str = "nvidia-sm90") -> str:
-    """CuTe knowledge an LLM operator can put in its prompt, for one target (Hopper adds TMA and wgmma)."""
-    target = nvcc_arch(arch)
-    folder = resources.files("evoforge.knowledge") / "cute"
-    names = list(_PROMPT_PARTS["common"])
-    number = int(re.sub(r"\D", "", target))
-    if number == 90:
-        names[3:3] = list(_PROMPT_PARTS["sm90"])
-    parts = [f"# Writing CuTe (CUDA C++) kernels for {arch} (nvcc target {target})"]
-    parts += [(folder / name).read_text().strip() for name in names]
-    return "\n\n".join(parts) + "\n"

@@ -1,59 +1,64 @@
-"""The chain's front door: checks that need no process, then the sandboxed run."""
+"""The chain's front door: checks that need no process (``precheck``), then the sandboxed run."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import os
 from typing import Any
 
+from evoforge.backends.base import get_backend
 from evoforge.backends.chain import ChainOptions
+from evoforge.backends.precheck import precheck
 from evoforge.backends.sandbox import Sandbox
-from evoforge.backends.static import static_check
 
-from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.core import Candidate, EvalResult
 from evoforge.task import Task
 
 
-def knowledge_violations(candidate: Candidate, arch: str, triton_version: str | None = None) -> EvalResult | None:
-    """A hard-rule violation of the target hardware is ``invalid`` before anything compiles."""
-    from evoforge import knowledge
-
-    violations = [v for v in knowledge.validate(candidate, arch, triton_version=triton_version)
-                  if v.severity == "hard"]
-    if not violations:
-        return None
-    lines = [f"{v.rule}" + (f" (line {v.line})" if v.line else "") + f": {v.message}" for v in violations]
-    return EvalResult.failure(EvalStatus.INVALID, "breaks hard rule(s) of " + arch + ":\n" + "\n".join(lines),
-                              arch=arch, details={"rules": [v.rule for v in violations]})
-
-
-def precheck(candidate: Candidate, *, backend: str, arch: str, knowledge: bool = True) -> EvalResult | None:
-    """Static checks and the target's hard rules: what needs no process. None when the candidate may run."""
-    failure = static_check(candidate.source, language=candidate.language)
-    if failure is None and knowledge:
-        failure = knowledge_violations(candidate, arch)
-    if failure is not None:
-        return replace(failure, backend=backend, arch=arch)
-    return None
-
-
 class Evaluator:
-    """Evaluates candidates of one backend, one at a time, reusing one sandboxed process."""
+    """Evaluates candidates of one backend, one at a time, reusing one sandboxed process.
 
-    def __init__(self, *, backend: str, arch: str, options: ChainOptions | None = None, timeout_s: float = 120.0,
-                 knowledge: bool = True, backend_options: dict[str, Any] | None = None,
-                 child_env: dict[str, str] | None = None, memory_limit_bytes: int | None = None) -> None:
-        self.backend = backend
-        self.arch = arch
+    Built from a backend's name alone: the backend says how its evaluation process is set up (the interpreter's
+    ``TRITON_INTERPRET=1`` and memory limit), so ``Evaluator(backend="interpreter")`` works wherever it is made.
+    ``child_env`` adds variables to the backend's; ``memory_limit_bytes`` replaces the backend's limit.
+    ``arch`` defaults to the device's (which, on a GPU, asks the driver).
+    """
+
+    def __init__(self, *, backend: str, arch: str | None = None, options: ChainOptions | None = None,
+                 timeout_s: float = 120.0, knowledge: bool = True, backend_options: dict[str, Any] | None = None,
+                 child_env: dict[str, str] | None = None, memory_limit_bytes: int | None = None,
+                 hide_paths: list[str] | None = None) -> None:
+        device = get_backend(backend, arch=arch, **(backend_options or {}))
+        process = device.evaluation_process()
+        self.backend = device.name
+        self.arch = arch or device.arch
         self.options = options or ChainOptions()
         self.knowledge = knowledge
-        self.sandbox = Sandbox(backend=backend, backend_options={**(backend_options or {}), "arch": arch},
-                               timeout_s=timeout_s, child_env=child_env, memory_limit_bytes=memory_limit_bytes)
+        limit = memory_limit_bytes if memory_limit_bytes is not None else process.memory_limit_bytes
+        env = {**process.env, **(child_env or {})}
+        # What contained candidates must not see: the caller's credential folders and its run directory and
+        # storage (the judge's own $HOME is a fresh directory, so the caller names them).
+        from evoforge.backends.containment import CREDENTIAL_DIRS
+
+        home = os.path.expanduser("~")
+        hidden = [os.path.join(home, d) for d in CREDENTIAL_DIRS] + list(hide_paths or [])
+        env["EVOFORGE_HIDE"] = os.pathsep.join(p for p in [*env.get("EVOFORGE_HIDE", "").split(os.pathsep), *hidden]
+                                               if p)
+        self.sandbox = Sandbox(backend=self.backend, backend_options={**(backend_options or {}), "arch": self.arch},
+                               timeout_s=timeout_s, child_env=env, memory_limit_bytes=limit)
 
     def precheck(self, candidate: Candidate) -> EvalResult | None:
-        return precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
+        return precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)[1]
 
     def evaluate(self, task: Task, candidate: Candidate) -> EvalResult:
-        return self.precheck(candidate) or self.sandbox.evaluate(task, candidate, self.options.to_dict())
+        # A candidate stamped by the campaign's precheck is not checked statically again; the stamp goes on.
+        checked, failure = precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
+        return failure or self.sandbox.evaluate(task, checked, self.options.to_dict())
+
+    @property
+    def containment(self) -> dict[str, str]:
+        """How this evaluator's candidates run (mode and a one-line why), as its judge reported when it started;
+        empty before the first evaluation."""
+        return dict(self.sandbox.containment)
 
     def close(self) -> None:
         self.sandbox.close()

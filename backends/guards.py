@@ -1,17 +1,24 @@
-"""Runtime anti-cheat: count kernel launches and watch which ATen ops ``forward`` calls.
+"""Runtime anti-cheat: count kernel launches and watch which ATen ops the candidate's code calls.
 
-Both run inside the evaluation process only (it is ours to patch; nothing leaks to the caller) and undo
-themselves when they exit.
+Both run inside the candidate's process (backends/runner.py), around ``forward``, and undo themselves when they
+exit. They report to the judge; a candidate that defeats them in its own process still has to pass the judge's
+own checks of its outputs and times.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_AUTOTUNER = os.path.join("triton", "runtime", "autotuner.py")
 
 # Views, allocation, copies and metadata: fine in any forward.
 SAFE_OPS = frozenset("""
@@ -37,15 +44,38 @@ max_pool3d_with_indices avg_pool2d avg_pool3d nll_loss_forward cross_entropy_los
 
 
 class OpRecorder(TorchDispatchMode):
-    """Counts ATen ops by name, except while ``paused`` (inside a kernel launch, whose plumbing is not compute)."""
+    """Counts the ATen ops the candidate's own code calls, by name.
 
-    def __init__(self) -> None:
+    An op counts when the innermost frame outside torch that led to it is the candidate's (``forward``, a grid
+    callable, a heuristic, a function it hands to a library), or when the candidate's code is on the stack and
+    no Triton autotuner is (the autotuner benchmarks configs with torch ops of its own). Kernel-launch plumbing
+    of Triton itself does not count. ``candidate_file=None`` counts every op (the reference's inventory).
+    """
+
+    def __init__(self, *, candidate_file: str | None = None) -> None:
         super().__init__()
         self.ops: Counter[str] = Counter()
-        self.paused = 0
+        self.candidate_file = candidate_file
+
+    def _attributed(self) -> bool:
+        if self.candidate_file is None:
+            return True
+        frame = sys._getframe(2)
+        innermost = None
+        candidate_on_stack = autotuner = False
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if innermost is None and not filename.startswith(_TORCH_DIR) and filename != __file__:
+                innermost = filename
+            candidate_on_stack |= filename == self.candidate_file
+            autotuner |= filename.endswith(_AUTOTUNER)
+            frame = frame.f_back
+        if innermost == self.candidate_file:
+            return True
+        return candidate_on_stack and not autotuner
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if not self.paused:
+        if self._attributed():
             self.ops[func.overloadpacket.__name__] += 1
         return func(*args, **(kwargs or {}))
 
@@ -57,12 +87,23 @@ _ACTIVE_COUNTERS: list[LaunchCounter] = []
 
 class LaunchCounter:
     """Counts kernel launches: Triton's by patching the launch entry points of the JIT and the interpreter,
-    CuTe's through ``counted_launch``, which the CuTe loader wraps around every call into a compiled library."""
+    CuTe's through ``counted_launch``, which the CuTe loader wraps around every call into a compiled library.
+    On a GPU it also notes the stream each launch went to, so the timed stream can be made to wait for them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, candidate_file: str | None = None) -> None:
         self.launches = 0
         self.by_language: Counter[str] = Counter()
         self.recorder: OpRecorder | None = None
+        self.streams: list[Any] = []
+        self.candidate_file = candidate_file
+
+    def note_stream(self) -> None:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            stream = torch.cuda.current_stream()
+            if stream not in self.streams:
+                self.streams.append(stream)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[LaunchCounter]:
@@ -73,13 +114,8 @@ class LaunchCounter:
             def run(fn_self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
                 self.launches += 1
                 self.by_language["triton"] += 1
-                if self.recorder is not None:
-                    self.recorder.paused += 1
-                try:
-                    return __original(fn_self, *args, **kwargs)
-                finally:
-                    if self.recorder is not None:
-                        self.recorder.paused -= 1
+                self.note_stream()
+                return __original(fn_self, *args, **kwargs)
 
             cls.run = run
             patched.append((cls, original))
@@ -94,20 +130,12 @@ class LaunchCounter:
 
 @contextlib.contextmanager
 def counted_launch(language: str = "cute") -> Iterator[None]:
-    """Wrap one launch that does not go through Triton: every active counter counts it, and the ATen ops its
-    plumbing may call (none for a ctypes call) are not held against the candidate."""
-    counters = list(_ACTIVE_COUNTERS)
-    for counter in counters:
+    """Wrap one launch that does not go through Triton: every active counter counts it and notes its stream."""
+    for counter in list(_ACTIVE_COUNTERS):
         counter.launches += 1
         counter.by_language[language] += 1
-        if counter.recorder is not None:
-            counter.recorder.paused += 1
-    try:
-        yield
-    finally:
-        for counter in counters:
-            if counter.recorder is not None:
-                counter.recorder.paused -= 1
+        counter.note_stream()
+    yield
 
 
 def _launch_classes() -> list[type]:
@@ -128,5 +156,16 @@ def _launch_classes() -> list[type]:
 
 
 def forbidden_ops(reference_ops: set[str], allow: tuple[str, ...] = ()) -> frozenset[str]:
-    """Ops a candidate may not call: the reference's compute ops and every heavy op, minus what the task allows."""
+    """Ops a candidate may not call: the reference's compute ops and every heavy op, minus what the task allows.
+
+    Kept for reading a reference's inventory; the chain itself holds a candidate to ``compute_ops``: no compute
+    op at all, whether the reference uses it or not (a fused ``gelu`` beside a kernel for show computes what a
+    reference composes of ``tanh``, ``mul`` and ``add``).
+    """
     return frozenset((set(reference_ops) - SAFE_OPS) | HEAVY_OPS) - set(allow)
+
+
+def compute_ops(ops: set[str], allow: tuple[str, ...] = ()) -> list[str]:
+    """The compute ops among those a candidate's code called: everything but views, allocation and copies,
+    minus the ops the task allows."""
+    return sorted(set(ops) - SAFE_OPS - set(allow))

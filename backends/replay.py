@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evoforge.backends.base import Timing, register
+from evoforge.backends.base import EvaluationProcess, Timing, register
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 
@@ -187,11 +187,20 @@ class ReplayBackend:
         return {"name": f"replay of {ls.gpu}", "gpu": ls.gpu, "landscape": ls.path, "kernel": ls.kernel,
                 "configs": len(ls.rows), **{k: ls.meta[k] for k in ("triton", "torch") if k in ls.meta}}
 
-    def child_env(self) -> dict[str, str]:
-        return {}
+    def evaluation_process(self) -> EvaluationProcess:
+        return EvaluationProcess()
+
+    def device_count(self) -> int:
+        return 0  # nothing runs: recorded timings are served on the host
 
     def synchronize(self) -> None:
         pass
+
+    def flush(self) -> None:
+        pass
+
+    def block_timer(self, fn: Callable[[], Any]) -> Any:
+        raise NotImplementedError("the replay backend times nothing: it serves recorded timings")
 
     def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 1000.0) -> dict[str, Timing]:
         raise NotImplementedError("the replay backend times nothing: it serves recorded timings through "

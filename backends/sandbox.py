@@ -37,7 +37,7 @@ from evoforge.task import Task
 _ENV_PREFIXES = ("PATH", "LANG", "LC_", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_", "NVIDIA_",
                  "TRITON_", "OMP_NUM_THREADS", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "ZE_", "ONEAPI_", "SYCL_",
                  "NEOReadDebugKeys", "HIP_", "ROCR_", "CC", "CXX", "EVOFORGE_KERNELBENCH", "EVOFORGE_CUTE_",
-                 "EVOFORGE_CUTLASS_INCLUDE")
+                 "EVOFORGE_CUTLASS_INCLUDE", "EVOFORGE_CONTAINMENT", "EVOFORGE_HIDE")
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
 
 
@@ -54,6 +54,8 @@ def scrubbed_environment(extra: dict[str, str] | None = None, *, home: str) -> d
 _MAX_LINE_BYTES = 16 << 20  # a result is a few KB; a longer line is a candidate flooding the pipe
 # How long an evaluation may wait for its device's turn, in timeouts (other evaluations of the GPU measure).
 TURN_WAIT_FACTOR = 4
+# Beyond an evaluation's timeout, how long the judge may take before this process stops waiting for it.
+JUDGE_GRACE_S = 30.0
 _FLOOD = "\0flood"
 
 
@@ -104,6 +106,7 @@ class Sandbox:
         self._pending = b""  # bytes read from the result pipe past the last complete line
         self._requests = 0
         self.restarts = 0
+        self.containment: dict[str, str] = {}  # how the judge's candidates run, from its "ready" line
 
     def _start(self) -> None:
         self._home = tempfile.TemporaryDirectory(prefix="evoforge-sandbox-")
@@ -120,6 +123,7 @@ class Sandbox:
         stderr.close()
         self._pending = b""
         line = self._read_line(self.startup_timeout_s)
+        self.containment = _parse_line(line).get("containment") or {} if line else {}
         if not line or not _parse_line(line).get("ready"):
             tail = self._stderr_tail()
             self._kill()
@@ -203,16 +207,19 @@ class Sandbox:
         assert self._proc is not None and self._proc.stdin is not None
         self._requests += 1
         request_id = f"{self._requests}-{secrets.token_hex(8)}"
+        limit = timeout_s or self.timeout_s
+        # The judge holds the candidate's process to ``limit`` itself and answers ``timeout``; this process's
+        # own clock is the backstop for a judge that stops answering, with room for the judge's own work.
         request = {"id": request_id, "task": task.to_dict(), "candidate": candidate.to_dict(),
-                   "backend": self.backend, "backend_options": self.backend_options, "options": options or {}}
+                   "backend": self.backend, "backend_options": self.backend_options,
+                   "options": {**(options or {}), "timeout_s": limit}}
         started = time.perf_counter()
         try:
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # read below sees EOF and reports the crash
-        limit = timeout_s or self.timeout_s
-        budget, waiting = limit, False
+        budget, waiting = limit + max(JUDGE_GRACE_S, 0.5 * limit), False
         while True:
             segment = time.perf_counter()
             line = self._read_line(self.turn_wait_s if waiting else max(budget, 1e-3))
@@ -258,6 +265,6 @@ class Sandbox:
                                       f"it?): {line.strip()[:200]!r}; the process was killed", eval_s=elapsed,
                                       backend=self.backend)
         result = EvalResult.from_dict(answer["result"])
-        if result.status is EvalStatus.RUNTIME_ERROR:
-            self._kill()  # an error while running may leave the device context broken: start clean next time
+        if result.details.get("judge_error"):
+            self._kill()  # the judge's own side failed (its device context may be broken): start clean next time
         return result

@@ -1,7 +1,9 @@
 """The evaluation process: reads requests as JSON lines on stdin, answers each on a private pipe.
 
 Started by backends/sandbox.py with a scrubbed environment, its own temporary directory and resource limits.
-Untrusted code may print: file descriptor 1 is pointed at stderr so only this module writes the protocol.
+This process is the judge (backends/chain.py); each candidate runs in a process of its own below it
+(backends/runner.py), started from a forkserver this process starts once. File descriptor 1 is pointed at
+stderr so only this module writes the protocol.
 Each answer echoes its request's id, so the parent can tell a result from anything a candidate wrote into
 the pipe. When its parent dies (a Ray actor killed from outside) the process goes too, with whatever a
 candidate started: a hung kernel is never left spinning on a CPU or GPU.
@@ -82,26 +84,38 @@ def main() -> int:
     _limit_resources()
     import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
     from evoforge.backends.base import get_backend
+    from evoforge.backends.candidate_process import warm_up
     from evoforge.backends.chain import ChainOptions, VerificationChain
 
     from evoforge.core import Candidate, json_safe
     from evoforge.task import Task
 
-    backends: dict[str, object] = {}
-    protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    warm_up()  # the forkserver that starts candidates' processes, with torch and Triton imported in it
+    chains: dict[str, VerificationChain] = {}  # one per backend: the judge's state (its arena) lives on
+    from evoforge.backends import candidate_process
+
+    containment = candidate_process.CONTAINMENT
+    if containment is not None and containment.mode == "none":
+        print(f"evoforge: {containment.why}", file=sys.stderr)
+    protocol.write(json.dumps({"ready": True, "pid": os.getpid(),
+                               "containment": {"mode": containment.mode, "why": containment.why}
+                               if containment is not None else {}}) + "\n")
     workdir = Path(tempfile.mkdtemp(prefix="evoforge-eval-"))
     for line in sys.stdin:
         if not line.strip():
             continue
         request = json.loads(line)
         key = json.dumps([request["backend"], request.get("backend_options", {})], sort_keys=True)
-        if key not in backends:
-            backends[key] = get_backend(request["backend"], **request.get("backend_options", {}))
+        if key not in chains:
+            chains[key] = VerificationChain(get_backend(request["backend"], **request.get("backend_options", {})),
+                                            ChainOptions(), workdir / f"backend-{len(chains)}")
+
         def notify(event: str, request_id: object = request.get("id")) -> None:
             protocol.write(json.dumps({"id": request_id, "event": event}) + "\n")
 
-        chain = VerificationChain(backends[key], ChainOptions.from_dict(request.get("options", {})), workdir,
-                                  notify=notify)
+        chain = chains[key]
+        chain.options = ChainOptions.from_dict(request.get("options", {}))
+        chain.notify = notify
         result = chain.run(Task.from_dict(request["task"]), Candidate.from_dict(request["candidate"]))
         _release_device_memory()
         answer = {"id": request.get("id"), "result": json_safe(result.to_dict())}

@@ -21,7 +21,14 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from evoforge.backends.base import Timing, event_time_interleaved, register
+from evoforge.backends.base import (
+    BlockTimer,
+    EvaluationProcess,
+    EventBlockTimer,
+    Timing,
+    event_time_interleaved,
+    register,
+)
 
 # Name patterns first: product names are what the driver reports (torch.xpu.get_device_name), e.g.
 # "Intel(R) Arc(TM) B580 Graphics", "Intel(R) Data Center GPU Max 1550", "Intel(R) Arc(TM) A770 Graphics".
@@ -219,25 +226,35 @@ class XpuBackend:
         return {**raw, "total_memory_bytes": raw.get("total_memory"), "arch": self._arch or arch,
                 "arch_reason": "given with --arch" if self._arch else reason}
 
-    def child_env(self) -> dict[str, str]:
-        return {}
+    def evaluation_process(self) -> EvaluationProcess:
+        return EvaluationProcess()  # no address-space limit: the driver maps more virtual memory than any limit
+
+    def device_count(self) -> int:
+        import torch
+
+        return torch.xpu.device_count() if self.available()[0] else 0
 
     def synchronize(self) -> None:
         import torch
 
         torch.xpu.synchronize(self.device_index)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         import torch
 
         if self._flush_buffer is None:  # larger than any Intel GPU's last-level cache (Max 1550: 408 MB)
             self._flush_buffer = torch.empty(512 * 1024 * 1024 // 4, dtype=torch.int32, device=self.device)
         self._flush_buffer.zero_()
 
+    def block_timer(self, fn: Callable[[], Any]) -> BlockTimer:
+        import torch
+
+        return EventBlockTimer(fn, lambda: torch.xpu.Event(enable_timing=True), self.synchronize, self.flush)
+
     def time_interleaved(self, fns: dict[str, Callable[[], Any]], *, budget_ms: float = 1000.0,
                          max_reps: int = 500, min_reps: int = 10) -> dict[str, Timing]:
         import torch
 
         return event_time_interleaved(fns, event=lambda: torch.xpu.Event(enable_timing=True),
-                                      sync=self.synchronize, flush=self._flush, budget_ms=budget_ms,
+                                      sync=self.synchronize, flush=self.flush, budget_ms=budget_ms,
                                       max_reps=max_reps, min_reps=min_reps)

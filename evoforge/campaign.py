@@ -16,14 +16,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evoforge.backends.evaluator import precheck
+from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
-from evoforge.mutators.base import Failure, MutationContext, MutationError, Mutator
-from evoforge.search.base import Proposal, Strategy
+from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
+from evoforge.mutators.registry import PARAMS, family_of
+from evoforge.search.base import Proposal, Store, Strategy
 from evoforge.search.cache import ResultCache
-from evoforge.search.store import Store, atomic_write
-from evoforge.task import Task
+from evoforge.search.store import OptunaStore, atomic_write
+from evoforge.task import Task, read_candidate_file
 
 log = logging.getLogger("evoforge.campaign")
 
@@ -71,40 +72,6 @@ class TaskState:
         return tuple(out)
 
 
-def template_entry_for(task: Task) -> tuple[Path, dict[str, Any]] | None:
-    """The shipped template that serves a task, and its manifest entry (knowledge/templates/index.yaml)."""
-    import yaml
-
-    import evoforge.knowledge as kb
-
-    index = Path(kb.__file__).parent / "templates" / "index.yaml"
-    if not index.exists():
-        return None
-    data = yaml.safe_load(index.read_text()) or {}
-    entries = data.get("templates", data) if isinstance(data, dict) else data
-    items = entries.items() if isinstance(entries, dict) else ((e.get("file"), e) for e in entries)
-    for file_name, entry in items:
-        tasks = entry.get("tasks", []) if isinstance(entry, dict) else []
-        if task.name in tasks or Path(task.path).stem in [Path(t).name for t in tasks]:
-            return index.parent / (entry.get("file") or file_name), entry
-    return None
-
-
-def find_template_for(task: Task) -> Path | None:
-    found = template_entry_for(task)
-    return found[0] if found else None
-
-
-def template_floor_passes(task: Task) -> float | None:
-    found = template_entry_for(task)
-    if not found:
-        return None
-    passes = found[1].get("floor_passes")
-    if isinstance(passes, dict):
-        passes = passes.get(task.name)
-    return float(passes) if passes is not None else None
-
-
 class Campaign:
     def __init__(self, config: CampaignConfig, *, resume: bool = False, progress: bool = True) -> None:
         self.config = config
@@ -124,7 +91,7 @@ class Campaign:
 
     # ---------------------------------------------------------------- set-up
     def _load_tasks(self) -> list[tuple[Task, Candidate]]:
-        from evoforge.cli import read_candidate_file
+        from evoforge.knowledge import find_template_for, template_floor_passes
 
         if not self.config.tasks:
             raise UsageError("no tasks: give --task T or [[tasks]] in the config")
@@ -150,10 +117,16 @@ class Campaign:
         return out
 
     def _make_mutators(self, arch: str) -> dict[str, Mutator]:
-        from evoforge.campaign_operators import build_mutators
+        """The operators the config names, from the one registry; the LLM client only when a model is set."""
+        from evoforge.mutators.llm_client import OpenAIClient
+        from evoforge.mutators.registry import OperatorSettings, build_operators
 
-        mutators, self.llm = build_mutators(self.config, arch=arch, run_dir=self.run_dir)
-        return mutators
+        llm = self.config.llm
+        if llm.enabled:
+            self.llm = OpenAIClient(config=replace(llm, cache_dir=llm.cache_dir or str(self.run_dir / "llm-cache")),
+                                    seed=self.config.seed)
+        settings = OperatorSettings(arch=arch, seed=self.config.seed, llm=llm, client=self.llm)
+        return build_operators(self.config.operators, settings)
 
     def _strategy(self, seed: Candidate, operators: list[str], index: int) -> Strategy:
         from evoforge.search.strategies import get_strategy
@@ -162,60 +135,46 @@ class Campaign:
                             initial=(seed,))
 
     def setup(self) -> None:
-        from evoforge.backends.base import get_backend
+        from evoforge.backends.base import available_backend
         from evoforge.backends.chain import ChainOptions
-        from evoforge.cli import INTERPRETER_MEMORY_LIMIT
-        from evoforge.search.pool import EvalPool, init_ray
+        from evoforge.search.pool import EvalPool, init_ray, pool_shape
 
         cfg = self.config
         if not self.resume and (self.run_dir / "config.json").exists():
             raise UsageError(f"--out {self.run_dir}: already holds a campaign; continue it with "
                              f"`evoforge run --resume {self.run_dir}`, or choose another --out")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        backend = get_backend(cfg.backend, arch=cfg.arch or None)
-        ok, reason = backend.available()
-        if not ok:
-            raise UsageError(f"--backend {cfg.backend}: not available here ({reason}); try --backend interpreter")
+        backend = available_backend(cfg.backend, arch=cfg.arch or None)
         self.backend = backend
         if cfg.backend == "auto":
             cfg.backend = backend.name
         cfg.arch = cfg.arch or backend.arch
+        # Before the config is written: a retry after an operator that cannot be built is not told the run
+        # directory already holds a campaign.
+        self.mutators = self._make_mutators(cfg.arch)
         pairs = self._load_tasks()
-        self.store = Store(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
+        self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
         cfg.write(self.run_dir / "config.json")
         options = ChainOptions(trials=cfg.trials, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
         self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
                                  backend=backend.name, arch=cfg.arch, options=options.to_dict())
-        self.mutators = self._make_mutators(cfg.arch)
-        operators = [op for op in ["params", *self.mutators] if op == "params" or op in self.mutators]
-        if "params" not in cfg.operators:
-            operators.remove("params")
+        operators = [PARAMS, *self.mutators] if PARAMS in cfg.operators else list(self.mutators)
         for i, (task, seed) in enumerate(pairs):
             # Operators that can act on the seed's structure (LLM operators can act on any).
-            usable = [op for op in operators if op == "params" or "llm" in op
+            usable = [op for op in operators if op == PARAMS or family_of(op) == "llm"
                       or self.mutators[op].applicable(seed, None)]
             self.tasks[task.name] = TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed)
             self.store.study(task.name)
-        # Several actors per GPU: they take turns to measure (device_turn), so one compiles while another runs.
-        num_gpus = 1.0 / cfg.evaluators_per_device if backend.name in ("cuda", "xpu") else 0.0
-        workers = cfg.workers or self._default_workers(backend)
+        workers, num_gpus = pool_shape(backend, workers=cfg.workers, per_device=cfg.evaluators_per_device)
         init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2))
+        # The knowledge base's hard rules were checked here, before the pool (precheck): not again in the actors.
+        # The run directory (the record, the cache, the LLM's cache) is out of the candidates' sight where they
+        # run contained (backends/containment.py).
         evaluator_kwargs = {"backend": backend.name, "arch": cfg.arch, "options": options.to_dict(),
-                            "timeout_s": cfg.timeout_s, "knowledge": False, "child_env": backend.child_env(),
-                            "memory_limit_bytes": INTERPRETER_MEMORY_LIMIT if backend.name == "interpreter" else None}
+                            "timeout_s": cfg.timeout_s, "knowledge": False,
+                            "hide_paths": [str(self.run_dir.resolve())]}
         self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
                              timeout_s=cfg.timeout_s)
-
-    def _default_workers(self, backend: Any) -> int:
-        if backend.name == "cuda":
-            import torch
-
-            return max(1, torch.cuda.device_count()) * self.config.evaluators_per_device
-        if backend.name == "xpu":
-            import torch
-
-            return max(1, torch.xpu.device_count()) * self.config.evaluators_per_device
-        return 2
 
     # ---------------------------------------------------------------- resume
     def restore(self) -> int:
@@ -262,12 +221,12 @@ class Campaign:
 
     async def _materialize(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         """Turn a proposal into a child, or into an ``invalid`` result saying why no child could be made."""
-        from evoforge.mutators.llm_client import LLMError, scrub_secrets
+        from evoforge.mutators.llm_client import scrub_secrets
 
         parents = proposal.parents or (state.seed,)
         parent = parents[0]
         if proposal.params is not None:
-            return parent.with_params(proposal.params, operator=proposal.operator or "params",
+            return parent.with_params(proposal.params, operator=proposal.operator or PARAMS,
                                       parents=(parent.id,), stage=proposal.stage, meta={})
         if proposal.operator == "seed":
             return parent
@@ -300,7 +259,7 @@ class Campaign:
 
     async def _fallback(self, parent: Candidate, context: MutationContext) -> Candidate | None:
         for name, mutator in self.mutators.items():
-            if "llm" in name or not mutator.applicable(parent, context.parent_result):
+            if family_of(name) == "llm" or not mutator.applicable(parent, context.parent_result):
                 continue
             try:
                 return await mutator.propose((parent,), context)
@@ -311,7 +270,7 @@ class Campaign:
 
             rng = random.Random(context.seed)
             key = rng.choice(sorted(parent.space))
-            return parent.with_params({key: rng.choice(parent.space[key])}, operator="params",
+            return parent.with_params({key: rng.choice(parent.space[key])}, operator=PARAMS,
                                       parents=(parent.id,), meta={"fallback": True})
         return None
 
@@ -322,7 +281,7 @@ class Campaign:
         ``invalid`` (so it is not proposed again) but is neither evaluated, recorded nor counted in the budget.
         Structure changes (rule and LLM operators) that break a rule are still recorded as ``invalid`` children.
         """
-        if not self.config.knowledge or child.operator != "params" or state.illegal_skipped >= 10 * max(
+        if not self.config.knowledge or child.operator != PARAMS or state.illegal_skipped >= 10 * max(
                 1, self.config.budget_evals):
             return False
         from evoforge import knowledge
@@ -407,9 +366,11 @@ class Campaign:
                     if self._outside_legal_space(state, made):
                         state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
                         continue
+                    # The child's one static check; its verdict travels with it to the actor and the chain.
+                    made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
+                                           knowledge=self.config.knowledge)
                     self.store.save_candidate(made)
-                    early = precheck(made, backend=self.backend.name, arch=self.config.arch,
-                                     knowledge=self.config.knowledge) or self.cache.get(state.task.key(), made)
+                    early = early or self.cache.get(state.task.key(), made)
                     if early is not None:
                         state.in_flight -= 1
                         self._absorb(state, made, early)

@@ -16,6 +16,7 @@ from evoforge.config import (
     validate_config,
 )
 from evoforge.core import UsageError
+from evoforge.mutators.registry import expand_operators, family_of
 from evoforge.task import parse_assignments, parse_shapes
 
 
@@ -51,8 +52,9 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
         value = getattr(args, flag, None)
         if value:
             setattr(config.llm, key, value)
-    if args.llm_model and not args.operators and "llm" not in " ".join(config.operators):
-        config.operators = [*config.operators, "llm"]
+    if args.llm_model and not args.operators and not any(
+            family_of(name) == "llm" for name in expand_operators(config.operators, source="operators")):
+        config.operators = [*config.operators, "llm"]  # --llm-model alone turns the LLM operators on
     validate_config(config, "flags")
     return config
 

@@ -6,13 +6,10 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from evoforge.core import Candidate, EvalStatus, UsageError
-from evoforge.task import Task, parse_assignments, parse_shapes
-
-INTERPRETER_MEMORY_LIMIT = 16 * 1024**3
+from evoforge.task import Task, parse_assignments, parse_shapes, read_candidate_file
 
 
 def _set_flags(values: list[str] | None, flag: str = "--set") -> dict[str, Any]:
@@ -22,30 +19,16 @@ def _set_flags(values: list[str] | None, flag: str = "--set") -> dict[str, Any]:
     return out
 
 
-def read_candidate_file(path: str, *, flag: str = "CANDIDATE") -> str:
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{flag} {path}: file not found")
-    try:
-        return p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{flag} {path}: cannot read ({e.__class__.__name__})") from None
-
-
 def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_s: float, knowledge: bool,
                    timing: bool = True, seed: int = 42) -> Any:
-    from evoforge.backends.base import get_backend
+    """The evaluator ``--backend`` names, or one line saying why that backend cannot run here."""
+    from evoforge.backends.base import available_backend
     from evoforge.backends.chain import ChainOptions
     from evoforge.backends.evaluator import Evaluator
 
-    backend = get_backend(backend_name, arch=arch)
-    ok, reason = backend.available()
-    if not ok:
-        raise UsageError(f"--backend {backend_name}: not available here ({reason}); try --backend interpreter")
-    return Evaluator(backend=backend.name, arch=backend.arch, options=ChainOptions(trials=trials, timing=timing,
-                                                                                   seed=seed),
-                     timeout_s=timeout_s, knowledge=knowledge, child_env=backend.child_env(),
-                     memory_limit_bytes=INTERPRETER_MEMORY_LIMIT if backend.name == "interpreter" else None)
+    backend = available_backend(backend_name, arch=arch)
+    return Evaluator(backend=backend.name, arch=backend.arch, timeout_s=timeout_s, knowledge=knowledge,
+                     options=ChainOptions(trials=trials, timing=timing, seed=seed))
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.core import UsageError
+from evoforge.mutators.llm_client import LLMConfig
 
 DEFAULT_OPERATORS = ["params", "rule"]
 
@@ -31,30 +32,6 @@ class TaskConfig:
 
 
 @dataclass
-class LLMConfig:
-    base_url: str = ""
-    model: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.7
-    max_tokens: int = 4096
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    concurrency: int = 4
-    models: list[dict[str, Any]] = field(default_factory=list)  # [{name = "...", weight = 1.0}] ensemble
-    budget_tokens: int = 0  # 0: no limit
-    budget_usd: float = 0.0
-    prices: dict[str, list[float]] = field(default_factory=dict)  # model -> [usd per 1M prompt, completion]
-    cache_dir: str = ""  # empty: RUN_DIR/llm-cache
-    delay_feedback: bool = True  # performance figures enter prompts only once a lineage's structure settled
-    feedback_after: int = 2
-    repair_attempts: int = 3
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.model or self.models)
-
-
-@dataclass
 class CampaignConfig:
     name: str = "campaign"
     out: str = ""  # run directory; empty: runs/<name>
@@ -66,7 +43,7 @@ class CampaignConfig:
     budget_evals: int = 50  # per task
     budget_minutes: float = 0.0  # whole campaign; 0: no limit
     strategy: str = "default"
-    operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))
+    operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))  # names in mutators/registry.py
     storage: str = ""  # Optuna RDB URL; empty: sqlite:///RUN_DIR/optuna.db
     ray_address: str = ""  # empty: start Ray locally
     timeout_s: float = 120.0
@@ -155,6 +132,18 @@ def _normalize_task(entry: Any, i: int, source: str) -> dict[str, Any]:
     return entry
 
 
+def _normalize_llm(table: Any, source: str) -> Any:
+    """``models`` as ``{name = weight}``; the list form ``[{name = "...", weight = 1.0}]`` reads the same."""
+    if not isinstance(table, dict) or not isinstance(table.get("models"), list):
+        return table
+    models: dict[str, float] = {}
+    for i, m in enumerate(table["models"]):
+        if not isinstance(m, dict) or "name" not in m:
+            raise UsageError(f"{source}: llm.models[{i}] must be a table with a name (and a weight)")
+        models[str(m["name"])] = float(m.get("weight", 1.0))
+    return {**table, "models": models}
+
+
 def load_config(path: str | None) -> CampaignConfig:
     """Read a campaign TOML. ``[campaign]`` keys, ``[[tasks]]`` and ``[llm]``; every mistake is one line."""
     if not path:
@@ -180,7 +169,7 @@ def config_from_dict(data: dict[str, Any], *, source: str, base_dir: Path | None
     if "tasks" in table or "llm" in table:
         raise UsageError(f"{source}: put tasks in [[tasks]] and LLM settings in [llm], not under [campaign]")
     table["tasks"] = [_normalize_task(t, i, source) for i, t in enumerate(data.get("tasks", []))]
-    table["llm"] = data.get("llm", {})
+    table["llm"] = _normalize_llm(data.get("llm", {}), source)
     config = _build(CampaignConfig, table, "", source)
     if base_dir is not None:  # paths in a config are relative to the config file, as a user expects
         for task in config.tasks:
@@ -209,6 +198,9 @@ def validate_config(config: CampaignConfig, source: str) -> None:
                          "at a time)")
     if not config.name or "/" in config.name:
         raise UsageError(f"{source}: name must be non-empty and contain no '/' (studies are named <name>/<task>)")
+    from evoforge.mutators.registry import expand_operators
+
+    expand_operators(config.operators, source=f"{source}: operators")
 
 
 def resolved_config_from_file(path: Path) -> CampaignConfig:

@@ -23,6 +23,7 @@ class EvalStatus(enum.StrEnum):
     COMPILE_ERROR = "compile_error"  # syntax, import or JIT error
     RUNTIME_ERROR = "runtime_error"  # raised while running
     INCORRECT = "incorrect"  # ran, but does not compute the reference's function
+    IMPLAUSIBLE = "implausible"  # correct, but timed faster than the device's physical floor allows
     TIMEOUT = "timeout"  # killed past its time limit
     CRASHED = "crashed"  # the process died (segfault, abort, OOM kill)
 
@@ -35,24 +36,29 @@ class UsageError(Exception):
     """A mistake the user can fix (bad file, flag or config). The CLI prints it as one line, exit code 2."""
 
 
-def _literal_assignment(tree: ast.Module, name: str) -> Any:
+def _module_assignment(tree: ast.Module, name: str) -> ast.Assign | ast.AnnAssign | None:
+    """The module-level statement that assigns ``name`` (the first one), if any."""
     for node in tree.body:
         targets = []
         if isinstance(node, ast.Assign):
             targets = node.targets
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             targets = [node.target]
-        for target in targets:
-            if isinstance(target, ast.Name) and target.id == name:
-                try:
-                    return ast.literal_eval(node.value)
-                except ValueError:
-                    return None
+        if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            return node
     return None
 
 
+def _literal(node: ast.Assign | ast.AnnAssign | None) -> Any:
+    try:
+        return ast.literal_eval(node.value) if node is not None and node.value is not None else None
+    except ValueError:
+        return None
+
+
 def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
-    """Read the module-level ``SPACE`` and ``PARAMS`` literals of a candidate source.
+    """Read the module-level ``SPACE`` and ``PARAMS`` literals of a candidate source: the one reader of the
+    convention (the knowledge base's source model, the rule operators and the export read it through here).
 
     Returns empty dicts when the source does not parse or declares nothing: the static check reports parse
     errors, this function only reads what is there.
@@ -61,11 +67,22 @@ def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
         tree = ast.parse(source)
     except SyntaxError:
         return {}, {}
-    space = _literal_assignment(tree, "SPACE")
-    params = _literal_assignment(tree, "PARAMS")
+    space = _literal(_module_assignment(tree, "SPACE"))
+    params = _literal(_module_assignment(tree, "PARAMS"))
     space = {str(k): list(v) for k, v in space.items()} if isinstance(space, dict) else {}
     params = dict(params) if isinstance(params, dict) else {}
     return space, params
+
+
+def params_lines(source: str) -> tuple[int, int] | None:
+    """The first and last line (1-based) of the module's literal ``PARAMS = {...}``; None where there is none."""
+    try:
+        node = _module_assignment(ast.parse(source), "PARAMS")
+    except SyntaxError:
+        return None
+    if node is None or not isinstance(_literal(node), dict):
+        return None
+    return node.lineno, node.end_lineno or node.lineno
 
 
 def json_safe(value: Any) -> Any:

@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-from evoforge.core import Candidate, EvalResult
+from evoforge.core import Candidate, EvalResult, declared_space, params_lines
 from evoforge.task import Task
 
 
 def bake_params(source: str, params: dict[str, Any]) -> str:
     """Replace the module's ``PARAMS = {...}`` literal with the tuned values, so the file stands alone."""
-    if not params:
+    span = params_lines(source) if params else None
+    if span is None:
         return source
-    tree = ast.parse(source)
+    start, end = span
+    merged = {**declared_space(source)[1], **params}
     lines = source.splitlines(keepends=True)
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == "PARAMS"):
-            try:
-                defaults = ast.literal_eval(node.value)
-            except ValueError:
-                break
-            merged = {**defaults, **params} if isinstance(defaults, dict) else dict(params)
-            start, end = node.lineno - 1, node.end_lineno or node.lineno
-            return "".join(lines[:start]) + f"PARAMS = {merged!r}\n" + "".join(lines[end:])
-    return source
+    return "".join(lines[:start - 1]) + f"PARAMS = {merged!r}\n" + "".join(lines[end:])
 
 
 def task_slug(name: str) -> str:

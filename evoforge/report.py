@@ -22,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from optuna.trial import TrialState
 
+from evoforge import ablation_stats as ab
 from evoforge.core import Candidate, UsageError
 
 INTERPRETER_NOTE = ("Times come from the Triton interpreter on the CPU (timing_representative false): "
@@ -526,8 +527,6 @@ def plot_fast_p(curves: pd.DataFrame, out_dir: Path) -> str:
 
 def write_ablation_report(ablation_dir: str | Path) -> Path:
     """Write ``DIR/report/index.html`` comparing the variants of an ablation from its ``summary.csv``."""
-    from evoforge import ablation as ab
-
     root = Path(ablation_dir)
     summary = ab.read_summary(root / "summary.csv")
     confidence = ab.read_confidence(root)

@@ -19,6 +19,9 @@ from typing import Any
 from evoforge.core import UsageError
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+# EVOFORGE_ALLOW's words: what a candidate's process may do (threads, processes, native code, torch.compile,
+# reading frames, sockets) and what the judge admits (fewer_flops: a time under the reference's FLOPs at peak).
+ALLOWABLE = ("threads", "processes", "native", "compile", "introspection", "network", "fewer_flops")
 
 
 def default_kernelbench_dir() -> Path:
@@ -55,6 +58,17 @@ def resolve_task_path(spec: str, *, base_dir: Path | None = None) -> Path:
             return kb
         raise UsageError(f"task {spec}: file not found (give a path to a KernelBench-format .py file, or L1/23)")
     return path
+
+
+def read_candidate_file(path: str, *, flag: str = "CANDIDATE") -> str:
+    """The text of a candidate (or seed kernel) file; a missing or unreadable one is a UsageError naming ``flag``."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{flag} {path}: file not found")
+    try:
+        return p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{flag} {path}: cannot read ({e.__class__.__name__})") from None
 
 
 def _split_top_level(text: str, sep: str) -> list[str]:
@@ -106,6 +120,10 @@ class Task:
     overrides: dict[str, Any] = field(default_factory=dict)
     shapes: tuple[dict[str, Any], ...] = ()
     allow_ops: tuple[str, ...] = ()
+    # What the candidate's process may do beyond launching kernels (backends/runner.py CAPABILITIES: threads,
+    # processes, native, compile, introspection) and what the judge admits (fewer_flops: faster than the
+    # reference's FLOPs at peak, an algebraic rewrite). From EVOFORGE_ALLOW in the task file or the config.
+    allow: tuple[str, ...] = ()
     # Multiplies the bytes of inputs + outputs in the memory floor. A softmax whose rows do not fit on chip
     # reads x twice and writes y once: 3 x size over (in + out) = 2 x size, so 1.5.
     floor_passes: float = 1.0
@@ -118,6 +136,7 @@ class Task:
         overrides: dict[str, Any] | None = None,
         shapes: list[dict[str, Any]] | None = None,
         allow_ops: list[str] | None = None,
+        allow: list[str] | None = None,
         floor_passes: float | None = None,
         base_dir: Path | None = None,
     ) -> Task:
@@ -144,6 +163,11 @@ class Task:
                     f"(it has: {', '.join(sorted(constants)) or 'none'})"
                 )
         declared_allow = constants.get("EVOFORGE_ALLOW_OPS") or ()
+        capabilities = tuple(constants.get("EVOFORGE_ALLOW") or ()) + tuple(allow or ())
+        unknown_capabilities = sorted(set(capabilities) - set(ALLOWABLE))
+        if unknown_capabilities:
+            raise UsageError(f"task {path}: unknown allowance {', '.join(unknown_capabilities)} "
+                             f"(EVOFORGE_ALLOW takes: {', '.join(ALLOWABLE)})")
         passes = floor_passes if floor_passes is not None else constants.get("EVOFORGE_FLOOR_PASSES", 1.0)
         return cls(
             path=str(path),
@@ -151,6 +175,7 @@ class Task:
             overrides=dict(overrides or {}),
             shapes=tuple(dict(s) for s in shapes or ()),
             allow_ops=tuple(declared_allow) + tuple(allow_ops or ()),
+            allow=tuple(dict.fromkeys(capabilities)),
             floor_passes=float(passes),
         )
 
@@ -161,16 +186,17 @@ class Task:
     def key(self) -> dict[str, Any]:
         """Everything about the task that changes an evaluation's result (for the result cache)."""
         return {"source": self.source, "overrides": self.overrides, "shapes": list(self.shapes),
-                "allow_ops": list(self.allow_ops)}
+                "allow_ops": list(self.allow_ops), "allow": list(self.allow)}
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "name": self.name, "overrides": self.overrides, "shapes": list(self.shapes),
-                "allow_ops": list(self.allow_ops), "floor_passes": self.floor_passes}
+                "allow_ops": list(self.allow_ops), "allow": list(self.allow), "floor_passes": self.floor_passes}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Task:
         return cls(path=d["path"], name=d.get("name", ""), overrides=dict(d.get("overrides", {})),
                    shapes=tuple(d.get("shapes", ())), allow_ops=tuple(d.get("allow_ops", ())),
+                   allow=tuple(d.get("allow", ())),
                    floor_passes=float(d.get("floor_passes", 1.0)))
 
 
@@ -190,6 +216,11 @@ def module_constants(tree: ast.Module) -> dict[str, Any]:
             except (ValueError, SyntaxError):
                 out[node.targets[0].id] = None
     return out
+
+
+def module_constants_of(task: Task) -> dict[str, Any]:
+    """The task file's module-level literal constants (before overrides), read without running it."""
+    return module_constants(ast.parse(Path(task.path).read_text()))
 
 
 def load_task_module(task: Task, shape: dict[str, Any] | None = None) -> types.ModuleType:

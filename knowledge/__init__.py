@@ -9,23 +9,32 @@ Public API::
     hardware_summary(arch) -> str
     rules(arch=None, stage=None, triton_version=None) -> list[Rule]
     hard_rule_prompt(arch, triton_version=None) -> str
-    stages() -> list[Stage];  analyze(source, arch=None) -> list[str]
+    stages() -> list[Stage];  STAGE_NAMES;  analyze(source, arch=None) -> list[str]
+    cute_guide(arch) -> str  (what a prompt says about writing CuTe for arch)
     validate(candidate, arch, *, triton_version=None) -> list[Violation]
     is_legal(params, arch, *, source=None, ...) -> (bool, list[Violation])
     legal_configs(space, arch, *, source=None, elem_bytes=None, ...) -> list[dict]
     allowed_input_precisions(arch, dtype) -> list[str]
     unsafe_values(space, dtype, arch=None) -> list[dict]   (values the rules say compute the wrong function)
     template_names() / template_source(name)
+    find_template_for(task) / template_entry_for(task) / template_floor_passes(task)
 
 An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
 """
 
+from evoforge.knowledge.cute_guide import cute_guide
 from evoforge.knowledge.hardware import arch_names, ceilings, hardware_summary, load_arch, resolve_arch
 from evoforge.knowledge.legality import is_legal, legal_configs, validate
 from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype, unsafe_values
-from evoforge.knowledge.rulebook import STAGE_NAMES, Rule, Severity, hard_rule_prompt, rules
-from evoforge.knowledge.seed_templates import template_names, template_source
-from evoforge.knowledge.stages import Stage, analyze, analyze_signs, stages
+from evoforge.knowledge.rulebook import Rule, Severity, hard_rule_prompt, rules
+from evoforge.knowledge.seed_templates import (
+    find_template_for,
+    template_entry_for,
+    template_floor_passes,
+    template_names,
+    template_source,
+)
+from evoforge.knowledge.stages import STAGE_NAMES, Stage, analyze, analyze_signs, stages
 from evoforge.knowledge.validators import Violation
 
 __all__ = [
@@ -39,6 +48,7 @@ __all__ = [
     "analyze_signs",
     "arch_names",
     "ceilings",
+    "cute_guide",
     "hard_rule_prompt",
     "hardware_summary",
     "infer_task_dtype",
@@ -48,6 +58,9 @@ __all__ = [
     "resolve_arch",
     "rules",
     "stages",
+    "find_template_for",
+    "template_entry_for",
+    "template_floor_passes",
     "template_names",
     "template_source",
     "unsafe_values",

@@ -13,7 +13,8 @@ from typing import Any
 
 from evoforge.knowledge.hardware import arch_names, ceilings, hardware_summary, load_arch, resolve_arch
 from evoforge.knowledge.legality import validate
-from evoforge.knowledge.rulebook import STAGE_NAMES, installed_triton_version, rules
+from evoforge.knowledge.rulebook import installed_triton_version, rules
+from evoforge.knowledge.stages import STAGE_NAMES
 
 from evoforge.core import Candidate, UsageError
 

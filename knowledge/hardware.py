@@ -91,18 +91,19 @@ def _device(spec: dict[str, Any], device: str | None) -> tuple[str, dict[str, An
     return name, devices[name]
 
 
-def ceilings(arch: str, *, device: str | None = None) -> dict[str, Any]:
+def ceilings(arch: str, *, device: str | None = None, measured: bool = True) -> dict[str, Any]:
     """What the hardware can do at best: a kernel's physical floor is bytes over ``bandwidth_gbs`` or FLOPs over
     ``peak_tflops[dtype]``.
 
     Measured ceilings win over datasheet ones (a floor from the datasheet is unreachable and makes every kernel
-    look slow). ``device`` picks one device of the arch by (part of) its name; the arch's reference device
-    otherwise. ``basis`` says, per number, whether it was measured or read off a datasheet; ``sources`` names
+    look slow); ``measured=False`` gives the datasheet's alone: the bound no kernel can pass (the judge calls a
+    time under it implausible), where a measured ceiling is one a very good kernel may beat by a little.
+    ``device`` picks one device of the arch by (part of) its name; the arch's reference device otherwise. ``basis`` says, per number, whether it was measured or read off a datasheet; ``sources`` names
     the document or measurement.
     """
     spec = _all_specs()[resolve_arch(arch)]
     name, dev = _device(spec, device)
-    measured = dev.get("measured", {})
+    measured_facts = dev.get("measured", {}) if measured else {}
     basis: dict[str, str] = {}
     sources: dict[str, str] = {}
 
@@ -115,9 +116,9 @@ def ceilings(arch: str, *, device: str | None = None) -> dict[str, Any]:
         sources[key] = chosen.get("source", "") if isinstance(chosen, dict) else ""
         return float(value)
 
-    bandwidth = pick("bandwidth_gbs", dev.get("bandwidth_gbs"), measured.get("bandwidth_gbs"))
+    bandwidth = pick("bandwidth_gbs", dev.get("bandwidth_gbs"), measured_facts.get("bandwidth_gbs"))
     peaks = dev.get("peak_tflops", {})
-    measured_peaks = measured.get("peak_tflops", {})
+    measured_peaks = measured_facts.get("peak_tflops", {})
     peak_tflops = {k: pick(k, peaks.get(k), measured_peaks.get(k)) for k in _PEAK_KEYS}
     return {
         "arch": spec["id"],

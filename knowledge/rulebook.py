@@ -16,20 +16,9 @@ from typing import Any
 
 import yaml
 from evoforge.knowledge.hardware import resolve_arch, vendor
+from evoforge.knowledge.stages import STAGE_NAMES
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-
-STAGE_NAMES = (
-    "algorithmic",
-    "discovery",
-    "dtype_fix",
-    "fusion",
-    "memory_access",
-    "block_pointers",
-    "persistent_kernel",
-    "device_specific",
-    "autotuning",
-)
 
 
 class Severity(enum.StrEnum):

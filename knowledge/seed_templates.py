@@ -1,14 +1,21 @@
-"""Seed kernels shipped with the knowledge base (``templates/*.py``), one per op family.
+"""Seed kernels shipped with the knowledge base (``templates/*.py``), one per op family, and their index.
 
 Each declares ``SPACE``/``PARAMS`` and marks its structural switches (GROUP_M, PERSISTENT, LOOPED,
 INPUT_PRECISION) as SPACE entries, the convention the rule operators in ``evoforge.mutators.rules`` act on.
+``templates/index.yaml`` says which template serves which task; ``template_entry_for`` is its one reader.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from evoforge.core import UsageError
+from evoforge.task import Task
 
 
 def template_names() -> list[str]:
@@ -21,3 +28,44 @@ def template_source(name: str) -> str:
     if name not in template_names():
         raise UsageError(f"template {name}: unknown (choose from {', '.join(template_names())})")
     return (resources.files("evoforge.knowledge") / "templates" / f"{name}.py").read_text()
+
+
+def _templates_dir() -> Path:
+    return Path(str(resources.files("evoforge.knowledge") / "templates"))
+
+
+@cache
+def _index() -> tuple[tuple[str, dict[str, Any]], ...]:
+    """(file name, manifest entry) pairs of ``templates/index.yaml``, in file order."""
+    index = _templates_dir() / "index.yaml"
+    if not index.exists():
+        return ()
+    data = yaml.safe_load(index.read_text()) or {}
+    entries = data.get("templates", data) if isinstance(data, dict) else data
+    items = entries.items() if isinstance(entries, dict) else ((e.get("file"), e) for e in entries)
+    return tuple((str((entry or {}).get("file") or name), dict(entry or {})) for name, entry in items)
+
+
+def template_entry_for(task: Task) -> tuple[Path, dict[str, Any]] | None:
+    """The shipped template that serves a task (the first entry whose ``tasks`` names it) and its entry."""
+    for file_name, entry in _index():
+        tasks = entry.get("tasks", [])
+        if task.name in tasks or Path(task.path).stem in [Path(t).name for t in tasks]:
+            return _templates_dir() / file_name, entry
+    return None
+
+
+def find_template_for(task: Task) -> Path | None:
+    found = template_entry_for(task)
+    return found[0] if found else None
+
+
+def template_floor_passes(task: Task) -> float | None:
+    """The template's ``floor_passes`` for this task (a number, or one per task name), if it gives one."""
+    found = template_entry_for(task)
+    if not found:
+        return None
+    passes = found[1].get("floor_passes")
+    if isinstance(passes, dict):
+        passes = passes.get(task.name)
+    return float(passes) if passes is not None else None

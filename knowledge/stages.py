@@ -51,6 +51,10 @@ def stages() -> list[Stage]:
     return list(_load())
 
 
+#: The stage names, in order: read from stages.yaml, the one place they are written.
+STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in _load())
+
+
 # -- sign detectors ---------------------------------------------------------------------------------------------
 _TORCH_COMPUTE = frozenset({
     "matmul", "mm", "bmm", "addmm", "einsum", "softmax", "log_softmax", "sigmoid", "relu", "gelu", "silu", "tanh",

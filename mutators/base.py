@@ -1,7 +1,13 @@
-"""The mutation protocol: an operator turns parents into one child, given a frozen snapshot of the search."""
+"""The two plug-in contracts of mutators/: an operator (``Mutator``) turns parents into one child, given a frozen
+snapshot of the search; an ``LLMClient`` answers a list of messages with one ``Completion``.
+
+Every operator is registered by its ``name`` in ``mutators/registry.py`` and passes tests/mutators/
+test_conformance.py; every LLM client passes tests/mutators/test_llm_client_conformance.py.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,10 +50,67 @@ class MutationError(Exception):
 
 @runtime_checkable
 class Mutator(Protocol):
-    """``name`` is recorded as the trial's ``operator``. Async, since LLM operators wait on the network."""
+    """``name`` is the operator's one name: its registry key, the ``operator`` its children carry, the bandit's arm,
+    the trial's ``operator``. ``propose`` never returns a parent unchanged (it raises ``MutationError`` instead).
+    Async, since LLM operators wait on the network."""
 
     name: str
 
     def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool: ...
 
     async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate: ...
+
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One reply: its text, the model that answered, the tokens and money it cost, and whether it came from the
+    cache (a cached reply costs nothing)."""
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    cached: bool
+    latency_s: float
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class LLMError(Exception):
+    """An LLM call failed after the retries it was allowed. ``reason`` is one of: ``unreachable``, ``timeout``,
+    ``auth``, ``not_found``, ``rate_limited``, ``server_error``, ``bad_request``, ``bad_response``,
+    ``unavailable`` (breaker open), ``budget``. The message never holds the API key."""
+
+    def __init__(
+        self, message: str, *, reason: str, status_code: int | None = None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+
+
+class LLMUnavailable(LLMError):
+    """The circuit breaker is open: the endpoint failed repeatedly; no request is sent until the cool-down ends."""
+
+
+class LLMBudgetExceeded(LLMError):
+    """The token or USD budget is spent; no further (uncached) call is made."""
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """One async method. A failure of the endpoint (unreachable, rate limited past its retries, budget spent) is an
+    ``LLMError``, never a reply: the campaign then falls back to non-LLM operators.
+    ``opts`` reach the server (``top_p``, ``seed``...) except ``cache_salt``, which only tells two requests with
+    the same messages apart."""
+
+    async def complete(self, messages: Sequence[Message], *, model: str | None = None,
+                       temperature: float | None = None, max_tokens: int | None = None,
+                       **opts: Any) -> Completion: ...

@@ -12,11 +12,11 @@ from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 
 
 def cmd_llm_check(args: argparse.Namespace) -> int:
-    from evoforge.mutators.llm_client import LLMClient
+    from evoforge.mutators.llm_client import OpenAIClient
 
     if not args.llm_model:
         raise UsageError("--llm-model is required (the model name the endpoint serves)")
-    client = LLMClient(base_url=args.llm_base_url or None, model=args.llm_model, api_key_env=args.llm_api_key_env)
+    client = OpenAIClient(base_url=args.llm_base_url, model=args.llm_model, api_key_env=args.llm_api_key_env)
 
     async def go() -> str:
         try:
@@ -30,8 +30,9 @@ def cmd_llm_check(args: argparse.Namespace) -> int:
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     from evoforge.mutators.base import MutationContext
-    from evoforge.mutators.llm_client import LLMClient
-    from evoforge.mutators.llm_ops import LLMCrossover, LLMOptimize, LLMRepair, LLMStageRewrite, preview
+    from evoforge.mutators.llm_client import LLMConfig, OpenAIClient
+    from evoforge.mutators.llm_ops import preview
+    from evoforge.mutators.registry import OperatorSettings, build_operators
 
     from evoforge.task import Task
 
@@ -44,14 +45,10 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     if args.operator == "llm-repair":
         message = Path(args.error_file).read_text() if args.error_file else "(the failed child's error message)"
         parent_result = EvalResult.failure(EvalStatus(args.status), message)
-    client = LLMClient(model="preview")  # never called: preview only assembles the messages
-    operators: dict[str, Any] = {
-        "llm-stage": lambda: LLMStageRewrite(client=client, stage=args.stage),
-        "llm-repair": lambda: LLMRepair(client=client),
-        "llm-optimize": lambda: LLMOptimize(client=client, delay_feedback=False),
-        "llm-crossover": lambda: LLMCrossover(client=client),
-    }
-    operator = operators[args.operator]()
+    settings = OperatorSettings(arch=args.arch, llm=LLMConfig(delay_feedback=False),  # show the figures
+                                client=OpenAIClient(model="preview"))  # never called: preview only assembles
+    options = {"llm-stage": {"stage": args.stage}} if args.stage else {}
+    operator = build_operators([args.operator], settings, options)[args.operator]
     context = MutationContext(task_name=task.name, task_source=task.source, arch=args.arch,
                               parent_result=parent_result, knowledge_enabled=not args.no_kb)
     parents = (parent, parent) if args.operator == "llm-crossover" else (parent,)
@@ -62,6 +59,12 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         for m in messages:
             print(f"===== {m['role']} =====\n{m['content']}\n")
     return 0
+
+
+def _llm_operator_names() -> list[str]:
+    from evoforge.mutators.registry import operator_names
+
+    return operator_names("llm")
 
 
 def add_subparser(sub: Any) -> None:
@@ -75,8 +78,7 @@ def add_subparser(sub: Any) -> None:
     p = sub.add_parser("prompt", help="show exactly what an LLM operator would send for a kernel")
     p.add_argument("task", help="task file or L1/23")
     p.add_argument("candidate", help="the parent kernel")
-    p.add_argument("--operator", default="llm-stage",
-                   choices=["llm-stage", "llm-repair", "llm-optimize", "llm-crossover"])
+    p.add_argument("--operator", default="llm-stage", choices=_llm_operator_names())
     p.add_argument("--stage", default=None, help="stage for llm-stage (default: chosen by analysis)")
     p.add_argument("--arch", default="nvidia-sm90")
     p.add_argument("--error-file", help="llm-repair: the failed child's error message")

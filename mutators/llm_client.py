@@ -1,4 +1,4 @@
-"""The LLM client: one async ``complete(messages) -> Completion`` over any OpenAI-compatible server.
+"""The LLM client (``mutators.base.LLMClient``) over any OpenAI-compatible server: ``OpenAIClient``.
 
 Why it wraps ``openai.AsyncOpenAI`` rather than exposing it: a campaign runs for hours against a remote
 service, so the engine owns what keeps it going and what makes it reproducible. Retries (exponential backoff
@@ -30,11 +30,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from evoforge.mutators.base import Completion, LLMBudgetExceeded, LLMError, LLMUnavailable, Message
+
 from evoforge.core import UsageError
 
 log = logging.getLogger("evoforge.mutators.llm")
-
-Message = dict[str, Any]
 
 _RETRYABLE = frozenset({"timeout", "unreachable", "rate_limited", "server_error", "bad_response"})
 
@@ -43,28 +43,6 @@ _LOCAL_OPTIONS = ("cache_salt",)
 
 
 # -- errors ----------------------------------------------------------------------------------------------------
-class LLMError(Exception):
-    """An LLM call failed after the retries it was allowed. ``reason`` is one of: ``unreachable``, ``timeout``,
-    ``auth``, ``not_found``, ``rate_limited``, ``server_error``, ``bad_request``, ``bad_response``,
-    ``unavailable`` (breaker open), ``budget``. The message never holds the API key."""
-
-    def __init__(
-        self, message: str, *, reason: str, status_code: int | None = None, retry_after_s: float | None = None
-    ) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.status_code = status_code
-        self.retry_after_s = retry_after_s
-
-
-class LLMUnavailable(LLMError):
-    """The circuit breaker is open: the endpoint failed repeatedly; no request is sent until the cool-down ends."""
-
-
-class LLMBudgetExceeded(LLMError):
-    """The token or USD budget is spent; no further (uncached) call is made."""
-
-
 class LLMCheckError(LLMError, UsageError):
     """``evoforge llm-check`` failed: a one-line cause and fix, printed by the CLI like any usage error."""
 
@@ -81,43 +59,51 @@ class ModelPrice:
         return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
 
 
-@dataclass(frozen=True)
+@dataclass
 class LLMConfig:
-    """Plain values only (a campaign TOML's ``[llm]`` table maps onto it).
+    """The ``[llm]`` table of a campaign TOML: what the client and the LLM operators are built from. Plain values.
 
-    ``models``: a weighted ensemble ``{model: weight}``; each call without an explicit model draws one with a
-    ``random.Random(seed)``. Empty: always ``model``. ``prices``: ``{model: (input, output)}`` USD per million
-    tokens (or a ``ModelPrice`` / a dict with those two keys); a model not listed costs 0.
-    ``budget_tokens``/``budget_usd``: None is unlimited; checked before each uncached call, so the call that
-    crosses a budget completes and the next one is refused. ``cache_dir``: None disables the disk cache.
+    ``models``: a weighted ensemble ``{model: weight}``; each call without an explicit model draws one with the
+    client's seeded ``random.Random``. Empty: always ``model``. ``prices``: ``{model: [input, output]}`` USD per
+    million tokens (or a ``ModelPrice`` / a table with those two keys); a model not listed costs 0.
+    ``budget_tokens``/``budget_usd``: 0 is unlimited; checked before each uncached call, so the call that crosses
+    a budget completes and the next one is refused. ``cache_dir``: empty, no response cache (a campaign puts it
+    in ``RUN_DIR/llm-cache``). The last three fields are the operators' (``llm-repair``, ``llm-optimize``).
     """
 
-    base_url: str | None = None
-    model: str = "gpt-4o-mini"
-    models: Mapping[str, float] = field(default_factory=dict)
-    api_key_env: str = "OPENAI_API_KEY"
+    base_url: str = ""  # empty: the OpenAI API
+    model: str = ""
+    models: dict[str, float] = field(default_factory=dict)
+    api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key, never the key itself
     temperature: float = 0.7
     max_tokens: int = 4096
     timeout_s: float = 120.0
     max_retries: int = 4
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
-    max_concurrency: int = 4
+    concurrency: int = 4  # requests in flight at once
     breaker_threshold: int = 5
     breaker_cooldown_s: float = 60.0
-    prices: Mapping[str, Any] = field(default_factory=dict)
-    budget_tokens: int | None = None
-    budget_usd: float | None = None
-    cache_dir: str | None = None
-    seed: int = 0
+    prices: dict[str, Any] = field(default_factory=dict)
+    budget_tokens: int = 0
+    budget_usd: float = 0.0
+    cache_dir: str = ""
+    delay_feedback: bool = True  # performance figures enter prompts only once a lineage's structure settled
+    feedback_after: int = 2
+    repair_attempts: int = 3
 
     def __post_init__(self) -> None:
         if any(w < 0 for w in self.models.values()) or (self.models and sum(self.models.values()) <= 0):
             raise UsageError(f"llm models: weights must be >= 0 with a positive sum, got {dict(self.models)}")
-        if self.max_concurrency < 1:
-            raise UsageError(f"llm max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.concurrency < 1:
+            raise UsageError(f"llm concurrency must be >= 1, got {self.concurrency}")
         if self.max_retries < 0:
             raise UsageError(f"llm max_retries must be >= 0, got {self.max_retries}")
+
+    @property
+    def enabled(self) -> bool:
+        """A model is named: the LLM operators can run."""
+        return bool(self.model or self.models)
 
     def price(self, model: str) -> ModelPrice:
         p = self.prices.get(model)
@@ -129,21 +115,6 @@ class LLMConfig:
             return ModelPrice(float(p.get("input_per_mtok", 0.0)), float(p.get("output_per_mtok", 0.0)))
         inp, out = p
         return ModelPrice(float(inp), float(out))
-
-
-@dataclass(frozen=True)
-class Completion:
-    text: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float
-    cached: bool
-    latency_s: float
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass
@@ -275,10 +246,12 @@ class ResponseCache:
 _NO_KEY = "evoforge-no-key-set"
 
 
-class LLMClient:
-    """``complete(messages, *, model=None, temperature=None, max_tokens=None, **opts) -> Completion``.
+class OpenAIClient:
+    """The ``LLMClient`` over any OpenAI-compatible server: ``complete(messages, *, model=None, temperature=None,
+    max_tokens=None, **opts) -> Completion``.
 
-    Construct with an ``LLMConfig`` and/or its fields as keywords: ``LLMClient(base_url=..., model=...)``.
+    Construct with an ``LLMConfig`` and/or its fields as keywords: ``OpenAIClient(base_url=..., model=...)``;
+    ``seed`` draws the ensemble's models and the retry jitter.
     ``opts`` go to ``chat.completions.create`` (``top_p``, ``seed``, ``stop``...) and into the cache key;
     ``cache_salt`` only enters the cache key (two proposals from the same prompt that should differ).
     ``clock``/``sleep``/``http_client`` are for tests and embedding; they are not configuration.
@@ -288,6 +261,7 @@ class LLMClient:
         self,
         *,
         config: LLMConfig | None = None,
+        seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] = asyncio.sleep,
         **overrides: Any,
@@ -295,7 +269,7 @@ class LLMClient:
         self.config = replace(config or LLMConfig(), **overrides)
         self._clock = clock
         self._sleep = sleep
-        self._rng = random.Random(self.config.seed)
+        self._rng = random.Random(seed)
         self.breaker = CircuitBreaker(
             threshold=self.config.breaker_threshold, cooldown_s=self.config.breaker_cooldown_s, clock=clock
         )
@@ -310,7 +284,7 @@ class LLMClient:
     def __repr__(self) -> str:
         c = self.config
         return (
-            f"LLMClient(base_url={c.base_url!r}, model={c.model!r}, models={dict(c.models)!r}, "
+            f"OpenAIClient(base_url={c.base_url!r}, model={c.model!r}, models={dict(c.models)!r}, "
             f"api_key_env={c.api_key_env!r}, breaker={self.breaker.state!r})"
         )
 
@@ -339,11 +313,11 @@ class LLMClient:
 
             self._openai = openai.AsyncOpenAI(
                 api_key=os.environ.get(self.config.api_key_env) or _NO_KEY,
-                base_url=self.config.base_url,
+                base_url=self.config.base_url or None,
                 timeout=self.config.timeout_s,
                 max_retries=0,
             )
-            self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
+            self._semaphore = asyncio.Semaphore(self.config.concurrency)
             self._loop = loop
         assert self._semaphore is not None
         return self._openai, self._semaphore
@@ -367,8 +341,8 @@ class LLMClient:
     def budget_left(self) -> tuple[float, float]:
         """(tokens, usd) left; ``inf`` where unlimited."""
         c = self.config
-        tokens = math.inf if c.budget_tokens is None else c.budget_tokens - self.usage.tokens
-        usd = math.inf if c.budget_usd is None else c.budget_usd - self.usage.cost_usd
+        tokens = c.budget_tokens - self.usage.tokens if c.budget_tokens else math.inf
+        usd = c.budget_usd - self.usage.cost_usd if c.budget_usd else math.inf
         return tokens, usd
 
     def _check_budget(self) -> None:

@@ -17,65 +17,33 @@ endpoint that fails (``LLMError``: unreachable, breaker open, budget spent) is n
 turned into a MutationError: the campaign falls back to non-LLM operators.
 
 Prompts are files in ``prompts/`` (``string.Template``: ``$name``), filled by ``PromptBuilder`` from the task's
-reference, the parent, the stage guidance, hardware facts and hard rules of the knowledge base (imported
-lazily; without it, or with ``context.knowledge_enabled`` False, those parts are empty), inspirations
-(``context.top``) and feedback. ``preview(operator, parent, context)`` shows what would be sent.
+reference, the parent, and the knowledge base: the stages (names, purposes, guidance), the hardware facts, the
+hard rules and, for a CuTe parent, the CuTe guide (with ``context.knowledge_enabled`` False only the stage names
+and purposes remain), inspirations (``context.top``) and feedback. ``preview(operator, parent, context)`` shows
+what would be sent. Each operator's ``name`` is its key in ``mutators/registry.py``.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import random
 import re
 import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from evoforge.mutators.base import MutationContext, MutationError
-from evoforge.mutators.llm_client import Completion, LLMClient, Message
+from evoforge.mutators.base import Completion, LLMClient, Message, MutationContext, MutationError
 from evoforge.mutators.patch import Reply, ReplyError, parse_reply
 
+from evoforge import knowledge as kb
 from evoforge.core import Candidate, EvalResult, EvalStatus
 
 log = logging.getLogger("evoforge.mutators.llm")
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
-
-#: The nine stages, in the order a kernel usually goes through them, with a one-line purpose used when the
-#: knowledge base (which holds the full guidance) is missing or turned off.
-STAGES: dict[str, str] = {
-    "algorithmic": "Change the algorithm: a cheaper formulation of the same function (fewer passes, less work).",
-    "discovery": "Find where the time goes and which resource (memory bandwidth, compute, launches) limits it.",
-    "dtype_fix": "Use the right data types: low-precision loads and tensor-core inputs, fp32 accumulation.",
-    "fusion": "Fuse consecutive operations into one kernel so intermediates never travel through global memory.",
-    "memory_access": "Make loads and stores coalesced and vectorized; reuse data from registers/shared memory.",
-    "block_pointers": "Address tiles with block pointers or tensor descriptors (what this Triton version offers).",
-    "persistent_kernel": "Launch one program per SM/Xe-core that loops over tiles, to cut launch and tail cost.",
-    "device_specific": "Use what the target device offers: warp specialization, TMA, large GRF mode, sub-groups.",
-    "autotuning": "Expose the launch and tiling parameters in SPACE with good ranges for the tuner.",
-}
-
-
-# -- knowledge base, read lazily ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StageInfo:
-    name: str
-    purpose: str = ""
-    guidance: str = ""
-    triggers: tuple[str, ...] = ()
-
-
-def _field(obj: Any, *names: str) -> Any:
-    for name in names:
-        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-        if value:
-            return value
-    return None
 
 
 def _text(value: Any) -> str:
@@ -86,76 +54,6 @@ def _text(value: Any) -> str:
     if isinstance(value, Sequence):
         return "\n".join(f"- {str(v).strip()}" for v in value)
     return str(value).strip()
-
-
-def normalize_stages(raw: Any) -> dict[str, StageInfo]:
-    """The knowledge base's ``stages()`` as {name: StageInfo}, whatever its shape (a dict by name, a list of
-    dicts or objects with ``name``), over the built-in names and purposes."""
-    out = {name: StageInfo(name, purpose) for name, purpose in STAGES.items()}
-    items: list[tuple[str, Any]] = []
-    if isinstance(raw, Mapping):
-        items = [(str(k), v) for k, v in raw.items()]
-    elif isinstance(raw, Sequence) and not isinstance(raw, str):
-        for item in raw:
-            name = item if isinstance(item, str) else _field(item, "name", "id", "stage")
-            if name:
-                items.append((str(name), item))
-    for name, info in items:
-        if isinstance(info, str) and info == name:
-            info = {}
-        default = out.get(name, StageInfo(name))
-        triggers = _field(info, "triggers", "issues", "trigger_issues") or ()
-        out[name] = StageInfo(
-            name=name,
-            purpose=_text(_field(info, "purpose", "description")) or default.purpose,
-            guidance=_text(_field(info, "guidance", "advice")),
-            triggers=tuple(str(t) for t in (triggers if not isinstance(triggers, str) else [triggers])),
-        )
-    return out
-
-
-class KnowledgeView:
-    """What the prompts read from ``evoforge.knowledge``; every part degrades to empty when the module, the
-    function or the arch is missing, so prompts work before (and without) the knowledge base."""
-
-    def __init__(self, module: Any = None, *, triton_version: str | None = None) -> None:
-        self._module = module
-        self._loaded = module is not None
-        self.triton_version = triton_version
-
-    @property
-    def module(self) -> Any:
-        if not self._loaded:
-            self._loaded = True
-            try:
-                self._module = importlib.import_module("evoforge.knowledge")
-            except ImportError as exc:
-                log.warning("knowledge base not importable (%s): prompts carry no rules or guidance", exc)
-                self._module = None
-        return self._module
-
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(self.module, name, None)
-        if fn is None:
-            return None
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:  # a knowledge-base gap (unknown arch, bad YAML) must not stop a mutation
-            log.warning("knowledge.%s failed (%s: %s); prompt part left empty", name, type(exc).__name__, exc)
-            return None
-
-    def hard_rules(self, arch: str) -> str:
-        return _text(self._call("hard_rule_prompt", arch, triton_version=self.triton_version))
-
-    def hardware(self, arch: str) -> str:
-        return _text(self._call("hardware_summary", arch))
-
-    def stages(self) -> dict[str, StageInfo]:
-        return normalize_stages(self._call("stages"))
-
-    def analyze(self, source: str) -> list[str]:
-        found = self._call("analyze", source)
-        return [str(x) for x in found] if isinstance(found, Sequence) and not isinstance(found, str) else []
 
 
 # -- prompts -----------------------------------------------------------------------------------------------------
@@ -201,8 +99,9 @@ def performance_line(result: EvalResult | None) -> str:
 
 
 class PromptBuilder:
-    """Fills the prompt files. ``knowledge``: a module (or object) with the knowledge-base functions; None
-    imports ``evoforge.knowledge`` on first use. Limits keep prompts within a model's context."""
+    """Fills the prompt files from the knowledge base, the one source of the stages, the hard rules, the hardware
+    facts and the CuTe guide. ``knowledge`` stands in for ``evoforge.knowledge`` (a test's double with the same
+    functions). Limits keep prompts within a model's context."""
 
     def __init__(
         self,
@@ -215,16 +114,46 @@ class PromptBuilder:
         max_error_chars: int = 6000,
         max_failure_chars: int = 400,
     ) -> None:
-        self.knowledge = (
-            knowledge
-            if isinstance(knowledge, KnowledgeView)
-            else KnowledgeView(knowledge, triton_version=triton_version)
-        )
+        self.knowledge = kb if knowledge is None else knowledge
+        self.triton_version = triton_version
         self.prompts_dir = Path(prompts_dir) if prompts_dir else PROMPTS_DIR
         self.max_inspirations = max_inspirations
         self.max_failures = max_failures
         self.max_error_chars = max_error_chars
         self.max_failure_chars = max_failure_chars
+
+    # -- the knowledge base ----------------------------------------------------------------------------------------
+    def _ask(self, function: str, *args: Any, **kwargs: Any) -> Any:
+        """A knowledge-base answer; a gap (an arch it does not know, a file it cannot read) leaves that part of
+        the prompt empty instead of stopping the mutation."""
+        try:
+            return getattr(self.knowledge, function)(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001  (logged; the prompt goes out without that part)
+            log.warning("knowledge.%s failed (%s: %s); prompt part left empty", function, type(exc).__name__, exc)
+            return None
+
+    def stages(self) -> dict[str, Any]:
+        """The stages by name, in order (``knowledge.Stage``: purpose, guidance, triggers)."""
+        return {stage.name: stage for stage in self._ask("stages") or ()}
+
+    def stage_names(self) -> list[str]:
+        return list(self.stages())
+
+    def stage_purpose(self, stage: str) -> str:
+        info = self.stages().get(stage)
+        return _text(info.purpose) if info is not None else ""
+
+    def stage_guidance(self, stage: str) -> str:
+        info = self.stages().get(stage)
+        return _text(info.guidance) if info is not None else ""
+
+    def stage_triggers(self, stage: str) -> tuple[str, ...]:
+        info = self.stages().get(stage)
+        return tuple(info.triggers) if info is not None else ()
+
+    def found_issues(self, source: str) -> list[str]:
+        found = self._ask("analyze", source)
+        return [str(x) for x in found] if isinstance(found, Sequence) and not isinstance(found, str) else []
 
     # -- pieces --------------------------------------------------------------------------------------------------
     def render(self, name: str, **values: Any) -> str:
@@ -233,12 +162,17 @@ class PromptBuilder:
         return _template(self.prompts_dir / f"{name}.md").substitute(**values)
 
     def system(self, parent: Candidate, context: MutationContext) -> str:
-        rules = self.knowledge.hard_rules(context.arch) if context.knowledge_enabled else ""
+        rules = guide = ""
+        if context.knowledge_enabled:
+            rules = _text(self._ask("hard_rule_prompt", context.arch, triton_version=self.triton_version))
+            if parent.language == "cute":
+                guide = _text(self._ask("cute_guide", context.arch))
         return (
             self.render(
                 "system",
                 language="CuTe C++" if parent.language == "cute" else "Triton",
                 rules=_section(f"Hard rules of the target ({context.arch})", rules),
+                guide=f"\n{guide}\n" if guide else "",
             ).strip()
             + "\n"
         )
@@ -246,18 +180,11 @@ class PromptBuilder:
     def hardware(self, context: MutationContext) -> str:
         lines = [f"Target: {context.arch}"] if context.arch else []
         if context.knowledge_enabled:
-            summary = self.knowledge.hardware(context.arch)
+            summary = _text(self._ask("hardware_summary", context.arch))
             if summary:
                 lines.append(summary)
             lines += [f"- {k}: {v}" for k, v in context.hardware.items()]
         return _section("Target hardware", "\n".join(lines))
-
-    def stage_info(self, stage: str, context: MutationContext) -> StageInfo:
-        stages = self.knowledge.stages() if context.knowledge_enabled else normalize_stages(None)
-        return stages.get(stage, StageInfo(stage, STAGES.get(stage, "")))
-
-    def stage_names(self, context: MutationContext) -> list[str]:
-        return list((self.knowledge.stages() if context.knowledge_enabled else normalize_stages(None)).keys())
 
     def params(self, parent: Candidate) -> str:
         if not parent.params and not parent.space:
@@ -270,7 +197,7 @@ class PromptBuilder:
     def analysis(self, parent: Candidate, context: MutationContext) -> str:
         if not context.knowledge_enabled:
             return ""
-        found = self.knowledge.analyze(parent.source)
+        found = self.found_issues(parent.source)
         return _section("Static analysis found", "\n".join(f"- {f}" for f in found))
 
     def inspirations(
@@ -315,13 +242,12 @@ class PromptBuilder:
 
     # -- one prompt per operator ---------------------------------------------------------------------------------
     def stage_rewrite(self, parent: Candidate, context: MutationContext, stage: str) -> list[Message]:
-        info = self.stage_info(stage, context)
         user = self.render(
             "stage_rewrite",
             task_name=context.task_name,
             stage=stage,
-            stage_purpose=info.purpose,
-            stage_guidance=_section("Guidance for this stage", info.guidance)
+            stage_purpose=self.stage_purpose(stage),  # what the stage is: told even with the knowledge base off
+            stage_guidance=_section("Guidance for this stage", self.stage_guidance(stage))
             if context.knowledge_enabled
             else "",
             reference=_nl(context.task_source),
@@ -336,7 +262,7 @@ class PromptBuilder:
         return self._messages(parent, context, user)
 
     def analyze(self, parent: Candidate, context: MutationContext, stages: Sequence[str]) -> list[Message]:
-        listing = "\n".join(f"- {s}: {self.stage_info(s, context).purpose}" for s in stages)
+        listing = "\n".join(f"- {s}: {self.stage_purpose(s)}" for s in stages)
         user = self.render(
             "analyze",
             task_name=context.task_name,
@@ -376,8 +302,7 @@ class PromptBuilder:
         perf = performance_line(context.parent_result) if feedback else ""
         guidance = ""
         if context.knowledge_enabled:
-            found = self.knowledge.analyze(parent.source)
-            guidance = "\n".join(f"- {f}" for f in found)
+            guidance = "\n".join(f"- {f}" for f in self.found_issues(parent.source))
         user = self.render(
             "optimize",
             task_name=context.task_name,
@@ -444,7 +369,6 @@ class _LLMOperator:
 
     name = "llm"
     default_temperature: float | None = None
-    stage_label = ""
 
     def __init__(
         self,
@@ -513,11 +437,12 @@ class _LLMOperator:
 
 
 class LLMStageRewrite(_LLMOperator):
-    """Apply one optimization stage. ``stage`` fixes it (the operator is then named ``llm_stage_<stage>``);
-    otherwise each proposal picks among ``stages`` (default: all nine) those worth running:
+    """Apply one optimization stage. ``stage`` fixes it (the child's ``stage`` says which ran; the operator keeps its
+    one name); otherwise each proposal picks among ``stages`` (default: all nine) those worth running:
     ``select="analyze"`` asks ``knowledge.analyze`` (no extra call), ``select="llm"`` asks the model first
     (one short extra call). Stages already applied in the lineage (``meta["stages_done"]``) come last."""
 
+    name = "llm-stage"
     default_temperature = 0.7
 
     def __init__(
@@ -542,7 +467,6 @@ class LLMStageRewrite(_LLMOperator):
         self.stages = tuple(stages) if stages else None
         self.select = select
         self.seed = seed
-        self.name = f"llm_stage_{stage}" if stage else "llm_stage_rewrite"
 
     def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
         return parent_result is None or parent_result.ok
@@ -550,8 +474,8 @@ class LLMStageRewrite(_LLMOperator):
     def _allowed(self, context: MutationContext) -> list[str]:
         if self.stage:
             return [self.stage]
-        known = self.builder.stage_names(context)
-        return [s for s in self.stages if s in known or s in STAGES] if self.stages else known
+        known = self.builder.stage_names()
+        return [s for s in self.stages if s in known] if self.stages else known
 
     def worth_running(
         self, parent: Candidate, context: MutationContext, found: Sequence[str] = ()
@@ -561,12 +485,12 @@ class LLMStageRewrite(_LLMOperator):
         if self.stage:
             return allowed
         if not found and context.knowledge_enabled:
-            found = self.builder.knowledge.analyze(parent.source)
-        infos = {s: self.builder.stage_info(s, context) for s in allowed}
+            found = self.builder.found_issues(parent.source)
+        triggers = {s: self.builder.stage_triggers(s) for s in allowed}
         flagged: list[str] = []
         for item in found:
             for s in allowed:
-                hit = item.strip().lower() == s or item in infos[s].triggers
+                hit = item.strip().lower() == s or item in triggers[s]
                 if hit and s not in flagged:
                     flagged.append(s)
         done = set(parent.meta.get("stages_done", ()))
@@ -624,7 +548,7 @@ class LLMRepair(_LLMOperator):
     blocks; a whole module is accepted too). A lineage gets at most ``max_attempts`` repairs in a row, counted
     in ``meta["repair_attempts"]`` (a child of any other operator starts again at 0)."""
 
-    name = "llm_repair"
+    name = "llm-repair"
     default_temperature = 0.2
 
     def __init__(
@@ -678,7 +602,7 @@ class LLMOptimize(_LLMOperator):
     inspirations) are shown only once ``context.lineage_correct_steps >= feedback_after``;
     ``delay_feedback=False`` shows them always."""
 
-    name = "llm_optimize"
+    name = "llm-optimize"
     default_temperature = 0.8
 
     def __init__(
@@ -723,7 +647,7 @@ class LLMCrossover(_LLMOperator):
     """Two correct parents → one kernel keeping the strength of each. Given one parent, the second is the best
     kernel of another structure in ``context.top``."""
 
-    name = "llm_crossover"
+    name = "llm-crossover"
     default_temperature = 0.7
 
     def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
@@ -773,16 +697,12 @@ def preview(
 
 
 __all__ = [
-    "STAGES",
-    "KnowledgeView",
     "LLMCrossover",
     "LLMOptimize",
     "LLMRepair",
     "LLMReplyError",
     "LLMStageRewrite",
     "PromptBuilder",
-    "StageInfo",
-    "normalize_stages",
     "parse_stage_names",
     "performance_line",
     "preview",

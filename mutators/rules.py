@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoforge.knowledge.precision import dtype_bytes
-from evoforge.mutators.base import MutationContext, MutationError, Mutator
+from evoforge.mutators.base import MutationContext, MutationError
 
 from evoforge import knowledge
 from evoforge.core import Candidate, EvalResult, declared_space
@@ -255,15 +255,3 @@ class InputPrecision(_Switch):
             raise MutationError(f"{self.name}: input_precision changes nothing for {dtype} inputs")
         current = parent.params.get(self.key)
         return [v for v in parent.space[self.key] if v in allowed and v != current]
-
-
-def rule_mutators(arch: str, *, seed: int = 0) -> list[Mutator]:
-    """Every rule operator for ``arch`` (each applies only where the parent's SPACE declares its switch)."""
-    key = knowledge.resolve_arch(arch)
-    return [
-        RetuneLaunch(arch=key, seed=seed),
-        ReductionForm(arch=key, seed=seed),
-        GroupedOrdering(arch=key, seed=seed),
-        InputPrecision(arch=key, seed=seed),
-        PersistentGrid(arch=key, seed=seed),
-    ]

@@ -1,4 +1,8 @@
-"""The search protocol: a strategy proposes, never evaluates (like Optuna's sampler)."""
+"""The plug-in contracts of search/: a ``Strategy`` proposes, never evaluates (like Optuna's sampler); a ``Store``
+records every evaluation and gives a campaign back (like Optuna's storages).
+
+Every strategy passes tests/search/test_conformance.py; every store passes tests/search/test_store_conformance.py.
+"""
 
 from __future__ import annotations
 
@@ -36,3 +40,37 @@ class Strategy(Protocol):
     def ask(self, n: int) -> list[Proposal]: ...
 
     def tell(self, candidate: Candidate, result: EvalResult) -> None: ...
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    """One recorded evaluation as a store gives it back: its number in the task's record, the candidate, the
+    result, and the attributes recorded beside them (operator, status, tokens, ``extra_attrs``...)."""
+
+    number: int
+    candidate: Candidate
+    result: EvalResult
+    user_attrs: dict[str, Any]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The record of one campaign: every evaluated candidate with its result, in the order they finished.
+
+    ``save_candidate`` writes a candidate before its evaluation starts (a trial never lacks its candidate);
+    ``record`` writes one finished evaluation and returns its number (0, 1, 2... per task); ``load`` gives a task's
+    records back in that order, candidates and results equal to what was recorded; a store opened again on the
+    same record sees all of it (``--resume``). ``close_interrupted`` finishes what a killed writer left half
+    written and says how many; ``study`` makes a task's (empty) record exist.
+    """
+
+    def study(self, task_name: str) -> Any: ...
+
+    def save_candidate(self, candidate: Candidate) -> None: ...
+
+    def record(self, task_name: str, candidate: Candidate, result: EvalResult, *,
+               extra_attrs: dict[str, Any] | None = None) -> int: ...
+
+    def load(self, task_name: str) -> list[StoredTrial]: ...
+
+    def close_interrupted(self) -> int: ...

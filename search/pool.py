@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from evoforge.backends.base import Backend
 from evoforge.backends.sandbox import TURN_WAIT_FACTOR
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
@@ -41,6 +42,19 @@ def init_ray(address: str = "", *, num_cpus: int | None = None) -> None:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
             os.environ["RAY_AUTH_MODE"] = previous
+
+
+def pool_shape(backend: Backend, *, workers: int = 0, per_device: int = 2) -> tuple[int, float]:
+    """(actors, GPUs per actor) for a pool on ``backend``.
+
+    On a device backend, ``per_device`` actors share each device: they take turns to measure (``device_turn``),
+    so one compiles while another runs. A host backend (the interpreter) gets CPU actors, 2 unless ``workers``
+    says how many.
+    """
+    devices = backend.device_count()
+    if not devices:
+        return workers or 2, 0.0
+    return workers or devices * per_device, 1.0 / per_device
 
 
 @ray.remote

@@ -1,4 +1,5 @@
-"""The Optuna record: one study per (campaign, task), one finished trial per evaluated candidate.
+"""The Optuna record (``OptunaStore``, the ``Store`` of search/base.py): one study per (campaign, task), one
+finished trial per evaluated candidate.
 
 Trials are written finished (``create_new_trial`` with a complete template), never left RUNNING: a kill -9
 loses only what was in flight. Candidates are written to ``RUN_DIR/candidates`` before their trial, so a
@@ -14,11 +15,12 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import optuna
+from evoforge.search.base import StoredTrial
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
@@ -156,16 +158,10 @@ def redact_url(url: str) -> str:
     return url
 
 
-@dataclass(frozen=True)
-class StoredTrial:
-    number: int
-    candidate: Candidate
-    result: EvalResult
-    user_attrs: dict[str, Any]
-
-
-class Store:
-    """Records results of one campaign; loads them back for ``--resume`` and reports."""
+class OptunaStore:
+    """The ``Store`` of evoforge: one Optuna study per (campaign, task) in any RDB storage (SQLite by default,
+    PostgreSQL for a cluster), candidates as JSON files and sources, prompts and replies as Optuna artifacts in
+    the run directory."""
 
     def __init__(self, *, run_dir: Path, campaign: str, storage_url: str = "") -> None:
         self.run_dir = Path(run_dir)
@@ -308,6 +304,11 @@ class Store:
             raw = t.system_attrs.get("evoforge:result")
             if candidate is None or raw is None:
                 continue
+            # One candidate file per id (source and params): a later child with the same id came from another
+            # operator and parent, which its own trial recorded.
+            candidate = replace(candidate, operator=str(attrs.get("operator", candidate.operator)),
+                                stage=str(attrs.get("stage", candidate.stage)),
+                                parents=tuple(attrs.get("parents", candidate.parents)))
             out.append(StoredTrial(t.number, candidate, EvalResult.from_dict(json.loads(raw)), attrs))
         return out
 

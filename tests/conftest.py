@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,11 +32,13 @@ def relu_task():
 
 @pytest.fixture(scope="session")
 def interpreter_evaluator():
-    """One sandboxed evaluation process reused across tests, as a campaign reuses it."""
-    from evoforge.cli import make_evaluator
+    """One sandboxed evaluation process reused across tests, as a campaign reuses it. Built from the backend's
+    name alone: the interpreter brings its own environment (TRITON_INTERPRET=1) and memory limit."""
+    from evoforge.backends.chain import ChainOptions
+    from evoforge.backends.evaluator import Evaluator
 
-    evaluator = make_evaluator(backend_name="interpreter", arch=None, trials=3, timeout_s=10, knowledge=False,
-                               timing=False)
+    evaluator = Evaluator(backend="interpreter", options=ChainOptions(trials=3, timing=False, seed=42),
+                          timeout_s=10, knowledge=False)
     yield evaluator
     evaluator.close()
 
@@ -41,3 +47,59 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "evoforge.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd or REPO)
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+
+def _postgres_bin() -> Path | None:
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).resolve().parent  # /usr/local/bin may hold links to a few of them
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    return Path(candidates[-1]).parent if candidates else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL server of its own in a temporary directory, on a free port of 127.0.0.1 (one per session:
+    the storage tests and the store conformance suite share it)."""
+    pytest.importorskip("psycopg2", reason="psycopg2-binary is not installed (pip install psycopg2-binary)")
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL server binaries not found (apt-get install postgresql; `make sysdeps` does it)")
+    as_user: list[str] = []
+    root = Path(tempfile.mkdtemp(prefix="evoforge-pg-"))
+    if os.geteuid() == 0:  # initdb refuses root: run the server as the postgres user
+        if shutil.which("runuser") is None:
+            pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
+        try:
+            import pwd
+
+            pg = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no postgres user to run the server as")
+        os.chown(root, pg.pw_uid, pg.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = root / "data", free_port()
+
+    def run(*cmd: str) -> None:
+        proc = subprocess.run([*as_user, *cmd], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{cmd[0]} failed: {proc.stderr[-1500:]}"
+
+    run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "evoforge", "--no-sync", "-E", "UTF8")
+    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60", "start",
+        "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off")
+    try:
+        run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "evoforge", "evoforge")
+        yield f"postgresql+psycopg2://evoforge:not-a-secret@127.0.0.1:{port}/evoforge"
+    finally:
+        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)

@@ -24,8 +24,8 @@ import torch
 from evoforge.backends.base import mirrored_times, warm_in_turn
 from evoforge.backends.chain import ChainOptions, _clone
 from evoforge.backends.evaluator import Evaluator
+from evoforge.knowledge import find_template_for
 
-from evoforge.campaign import find_template_for
 from evoforge.core import Candidate
 from evoforge.task import Task, exec_module_file, load_task_module
 
@@ -123,6 +123,8 @@ def main() -> None:
         r2 = ev.evaluate(relu, cand)  # same kernel again: Triton's disk cache holds it
         warm.append(time.perf_counter() - t)
         overhead.setdefault("statuses", []).extend([str(r.status), str(r2.status)])
+        overhead.setdefault("phases_s", []).append(r2.details.get("phases_s"))
+        overhead.setdefault("failures", []).extend(x.message[:300] for x in (r, r2) if not x.ok)
     ev.close()
     shutil.rmtree(cache_dir, ignore_errors=True)
     overhead.update({"submit_to_result_compile_included_s": statistics.median(cold),

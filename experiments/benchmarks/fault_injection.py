@@ -64,8 +64,7 @@ def sweep(items: list[tuple[str, Any]], task: Any, *, workers: int, timeout_s: f
     backend = get_backend("interpreter")
     kwargs = {"backend": "interpreter", "arch": backend.arch,
               "options": ChainOptions(trials=trials, timing_budget_ms=timing_budget_ms).to_dict(),
-              "timeout_s": timeout_s,
-              "knowledge": False, "child_env": backend.child_env(), "memory_limit_bytes": MEMORY_LIMIT}
+              "timeout_s": timeout_s, "knowledge": False, "memory_limit_bytes": MEMORY_LIMIT}
     pool = EvalPool(size=workers, evaluator_kwargs=kwargs, timeout_s=timeout_s, grace_s=120)
     try:
         warm = items[0][1].__class__.from_source((FIXTURES / "relu" / "correct.py").read_text())

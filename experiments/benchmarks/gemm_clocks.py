@@ -291,8 +291,8 @@ def contexts(rounds: int, out: str) -> None:
     after that process holds a CUDA context of its own on the same GPU."""
     from evoforge.backends.chain import ChainOptions
     from evoforge.backends.evaluator import Evaluator
+    from evoforge.knowledge import find_template_for
 
-    from evoforge.campaign import find_template_for
     from evoforge.core import Candidate
 
     fns = bf16_fns()

@@ -120,7 +120,9 @@ def time_best(task, source: str, params: dict):
 
 def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int,
              overrides: dict | None = None) -> dict:
-    from evoforge.campaign import Campaign, find_template_for
+    from evoforge.knowledge import find_template_for
+
+    from evoforge.campaign import Campaign
     from evoforge.config import CampaignConfig, TaskConfig
     from evoforge.export import task_slug
     from evoforge.task import Task
@@ -179,7 +181,7 @@ def run_task(spec: str, *, budget: int, minutes: float, out_dir: Path, seed: int
 
 
 def _floor_passes(task) -> float:
-    from evoforge.campaign import template_floor_passes
+    from evoforge.knowledge import template_floor_passes
 
     passes = template_floor_passes(task)
     return 1.0 if passes is None else passes

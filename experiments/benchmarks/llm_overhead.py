@@ -30,7 +30,7 @@ if str(REPO) not in sys.path:  # a script run from anywhere: tests.fakellm lives
 
 import openai  # noqa: E402
 from evoforge.mutators.base import Failure, MutationContext  # noqa: E402
-from evoforge.mutators.llm_client import Completion, LLMClient  # noqa: E402
+from evoforge.mutators.llm_client import Completion, OpenAIClient  # noqa: E402
 from evoforge.mutators.llm_ops import LLMCrossover, LLMOptimize, LLMRepair, LLMStageRewrite, PromptBuilder  # noqa: E402
 
 from evoforge.core import Candidate, EvalResult, EvalStatus  # noqa: E402
@@ -142,7 +142,7 @@ def contexts() -> dict[str, MutationContext]:
 
 
 class InstantClient:
-    """The LLMClient's interface with the reply handed back in-process: the engine alone, no I/O."""
+    """The OpenAIClient's interface with the reply handed back in-process: the engine alone, no I/O."""
 
     def __init__(self, reply: str) -> None:
         self.reply = reply
@@ -221,10 +221,10 @@ async def measure(n: int, out: list[str]) -> float:
     )
     out.append(f"{'operator':<24}{'wall ms':>10}{'request ms':>12}{'engine ms':>11}{'engine p95':>12}")
     with FakeLLMServer() as server, tempfile.TemporaryDirectory() as cache_dir:
-        clients: dict[str, LLMClient] = {}
+        clients: dict[str, OpenAIClient] = {}
 
-        def client_for(reply: str) -> LLMClient:
-            clients[reply] = LLMClient(
+        def client_for(reply: str) -> OpenAIClient:
+            clients[reply] = OpenAIClient(
                 base_url=server.url, model="fake-model", max_retries=0, cache_dir=cache_dir
             )
             return clients[reply]

@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.backends.chain import ChainOptions
-from evoforge.knowledge import legal_configs
+from evoforge.knowledge import find_template_for, legal_configs
 from evoforge.search.pool import EvalPool, init_ray
 
-from evoforge.campaign import find_template_for
 from evoforge.core import Candidate
 from evoforge.task import Task, parse_assignments
 

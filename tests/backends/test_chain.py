@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -15,7 +16,7 @@ EXPECTED = {
     "torch_only": EvalStatus.REJECTED,
     "for_show": EvalStatus.REJECTED,  # launches a kernel, but torch.relu computes the answer
     "hang": EvalStatus.TIMEOUT,
-    "segfault": EvalStatus.CRASHED,
+    "segfault": EvalStatus.REJECTED,  # ctypes.string_at(0): native code of its own, refused before it runs
     "syntax_error": EvalStatus.COMPILE_ERROR,
     "jit_error": EvalStatus.COMPILE_ERROR,
     "raises": EvalStatus.RUNTIME_ERROR,
@@ -36,21 +37,25 @@ def test_adversarial_kernel_gets_its_status(name, relu_task, interpreter_evaluat
 
 
 def test_messages_carry_what_a_repair_needs(relu_task, interpreter_evaluator):
-    def message(name):
+    def message(name, task=relu_task):
         source = (FIXTURES / "relu" / f"{name}.py").read_text()
-        return interpreter_evaluator.evaluate(relu_task, Candidate.from_source(source)).message
+        return interpreter_evaluator.evaluate(task, Candidate.from_source(source)).message
 
     assert "line 6" in message("syntax_error")
     assert "index" in message("missing_tail") and "nan" in message("missing_tail")
     assert "(3, 777)" in message("hardwired")
     assert "relu" in message("for_show")
-    assert "SIGSEGV" in message("segfault")
+    assert "ctypes.string_at" in message("segfault")
+    assert "SIGSEGV" in message("segfault", task=replace(relu_task, allow=("native",)))
 
 
 def test_evaluator_survives_crash_and_hang_and_then_passes_good_kernel(relu_task, interpreter_evaluator):
     good = Candidate.from_source((FIXTURES / "relu" / "correct.py").read_text())
+    native = replace(relu_task, allow=("native",))  # a task that lets the candidate call ctypes can crash it
     for bad in ("segfault", "raises"):
-        interpreter_evaluator.evaluate(relu_task, Candidate.from_source((FIXTURES / "relu" / f"{bad}.py").read_text()))
+        result = interpreter_evaluator.evaluate(native, Candidate.from_source(
+            (FIXTURES / "relu" / f"{bad}.py").read_text()))
+        assert result.status is {"segfault": EvalStatus.CRASHED, "raises": EvalStatus.RUNTIME_ERROR}[bad]
         assert interpreter_evaluator.evaluate(relu_task, good).ok
 
 

@@ -258,12 +258,3 @@ def test_a_cute_compile_error_is_a_compile_error_in_the_chain():
     from evoforge.backends.chain import _is_compile_exception
 
     assert _is_compile_exception(cute.CuteCompileError("x"))
-
-
-def test_prompt_knowledge_follows_the_arch():
-    hopper, ampere = cute.cute_prompt("nvidia-sm90"), cute.cute_prompt("nvidia-sm80")
-    for text in (hopper, ampere):
-        assert "CUDA_SRC" in text and "local_tile" in text and "SM80_16x8x16_F32F16F16F32_TN" in text
-        assert "elem_less" in text and "cp.async" in text
-    assert "wgmma" in hopper and "SM90_TMA_LOAD" in hopper
-    assert "SM90_TMA_LOAD" not in ampere and "sm_80" in ampere

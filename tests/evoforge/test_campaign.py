@@ -100,6 +100,7 @@ def test_result_cache_keys_on_what_changes_a_result(tmp_path):
     ("[campaign]\nbudget_evals = \"many\"\n", "budget_evals"),
     ("[campaign\n", "not valid TOML"),
     ("[wat]\n", "[wat]"),
+    ("[campaign]\noperators = [\"params\", \"llm_repair\"]\n", "unknown operator 'llm_repair'"),
 ])
 def test_bad_config_is_one_line(tmp_path, toml, needle):
     cfg = tmp_path / "bad.toml"
@@ -108,6 +109,17 @@ def test_bad_config_is_one_line(tmp_path, toml, needle):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "bad.toml" in lines[0]
+
+
+def test_llm_operators_without_a_model_leave_nothing_a_retry_trips_on(tmp_path):
+    out = tmp_path / "run"
+    for _ in range(2):  # the second attempt gets the same answer, not "already holds a campaign"
+        proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
+                       "--backend", "interpreter", "--operators", "params,llm-repair", "--out", str(out))
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+            "evoforge: error: operators include LLM operators but no model is set: give --llm-model NAME "
+            "(and --llm-base-url URL), or drop them from operators"]
+    assert not (out / "config.json").exists()
 
 
 def test_a_second_run_into_the_same_directory_is_refused(run_dir):

@@ -67,7 +67,7 @@ def test_llm_campaign_repairs_and_records_without_leaking_the_key(tmp_path):
             assert t.user_attrs["prompt_tokens"] > 0 and t.user_attrs["model"] == "fake-model"
     assert all("prompt_tokens" in t.user_attrs for t in ok_llm)
     if state["repairs"]:
-        repaired = [t for t in trials if t.user_attrs["operator"] == "llm_repair" and t.user_attrs["status"] == "ok"]
+        repaired = [t for t in trials if t.user_attrs["operator"] == "llm-repair" and t.user_attrs["status"] == "ok"]
         assert repaired, "the repair came back but its child did not pass"
     broken = [t for t in llm if t.user_attrs["status"] != "ok" and "scale_missing" in t.user_attrs["message"]]
     assert broken, "the broken rewrite should have been recorded with its error"

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from evoforge.search.store import Store
+from evoforge.search.store import OptunaStore
 
 from evoforge.config import CampaignConfig, TaskConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus
@@ -35,7 +35,7 @@ def make_run(run_dir: Path, *, name: str = "demo") -> dict[str, str]:
                                    TaskConfig(spec="L1/21")])
     run_dir.mkdir(parents=True, exist_ok=True)
     config.write(run_dir / "config.json")
-    store = Store(run_dir=run_dir, campaign=name)
+    store = OptunaStore(run_dir=run_dir, campaign=name)
     seed = Candidate.from_source(RELU, task=TASK, operator="seed")
     tuned = seed.with_params({"BLOCK": 2048}, operator="params", parents=(seed.id,))
     ruled = replace(Candidate.from_source(RELU.replace("x = x.contiguous()", "x = x.contiguous()  # rule"),

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evoforge.ablation import Ablation, aggregate, load_ablation, read_summary, t_quantile
+from evoforge.ablation import Ablation, load_ablation
+from evoforge.ablation_stats import aggregate, read_summary, t_quantile
 from evoforge.config import CampaignConfig
 from evoforge.core import UsageError
 from evoforge.report import write_report

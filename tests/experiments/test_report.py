@@ -89,12 +89,12 @@ def test_report_while_running_and_without_a_summary(run_dir: Path) -> None:
 
 def test_report_of_a_campaign_that_has_just_started(tmp_path: Path) -> None:
     """Studies exist (set-up creates them) but no trial is recorded yet."""
-    from evoforge.search.store import Store
+    from evoforge.search.store import OptunaStore
 
     from evoforge.config import CampaignConfig, TaskConfig
 
     CampaignConfig(name="fresh", out=str(tmp_path), tasks=[TaskConfig(spec="L1/19")]).write(tmp_path / "config.json")
-    Store(run_dir=tmp_path, campaign="fresh").study(TASK)
+    OptunaStore(run_dir=tmp_path, campaign="fresh").study(TASK)
     page = write_report(tmp_path).read_text()
     assert "No evaluation recorded yet" in page and "No correct kernel yet" in page
 

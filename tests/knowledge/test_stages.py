@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from evoforge import knowledge
+from evoforge.core import UsageError
 from tests.knowledge.kernels import BLOCK_PTR_COPY, MATMUL, VECTOR_ADD
 
 NINE = ["algorithmic", "discovery", "dtype_fix", "fusion", "memory_access", "block_pointers",
@@ -123,3 +126,18 @@ def test_descriptors_passed_from_the_host_are_descriptors() -> None:
     sign = "tl.dot operands come from pointer tensors, not tensor descriptors"
     assert sign not in sum(knowledge.analyze_signs(HOST_DESCRIPTORS, "intel-xe2").values(), [])
     assert sign in sum(knowledge.analyze_signs(MATMUL, "intel-xe2").values(), [])
+
+
+def test_the_cute_guide_follows_the_arch():
+    hopper, ampere = knowledge.cute_guide("nvidia-sm90"), knowledge.cute_guide("nvidia-sm80")
+    for text in (hopper, ampere):
+        assert "CUDA_SRC" in text and "local_tile" in text and "SM80_16x8x16_F32F16F16F32_TN" in text
+        assert "elem_less" in text and "cp.async" in text
+    assert "wgmma" in hopper and "SM90_TMA_LOAD" in hopper and "sm_90a" in hopper
+    assert "SM90_TMA_LOAD" not in ampere and "sm_80" in ampere
+    with pytest.raises(UsageError, match="NVIDIA GPUs only"):
+        knowledge.cute_guide("intel-xe2")
+
+
+def test_every_rule_names_a_stage_of_stages_yaml():
+    assert {rule.stage for rule in knowledge.rules()} <= set(knowledge.STAGE_NAMES)

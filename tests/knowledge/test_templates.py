@@ -89,10 +89,11 @@ CASES = [
 @pytest.fixture(scope="module")
 def evaluator():
     """One sandboxed evaluation process for the whole module (a fresh process per candidate would triple the time)."""
-    from evoforge.cli import make_evaluator
+    from evoforge.backends.chain import ChainOptions
+    from evoforge.backends.evaluator import Evaluator
 
-    ev = make_evaluator(backend_name="interpreter", arch=None, trials=2, timeout_s=120, knowledge=False,
-                        timing=False)
+    ev = Evaluator(backend="interpreter", options=ChainOptions(trials=2, timing=False), timeout_s=120,
+                   knowledge=False)
     yield ev
     ev.close()
 
@@ -121,7 +122,7 @@ def test_manifest_entry_is_complete_and_params_are_in_space(file_name):
 
 
 def test_the_campaign_loader_finds_each_task_its_template():
-    from evoforge.campaign import find_template_for
+    from evoforge.knowledge import find_template_for
 
     for file_name, entry in INDEX.items():
         for task_name in entry["tasks"]:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
-from evoforge.mutators.llm_client import LLMClient
+from evoforge.mutators.llm_client import OpenAIClient
 
 from tests.fakellm import FakeLLMServer
 
@@ -33,10 +33,10 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def make_client(fake_llm: FakeLLMServer, api_key: str, tmp_path: Any) -> Callable[..., LLMClient]:
+def make_client(fake_llm: FakeLLMServer, api_key: str, tmp_path: Any) -> Callable[..., OpenAIClient]:
     """Clients with fast retries (10 ms steps) and a short timeout, reading the key from ``KEY_ENV``."""
 
-    def make(**overrides: Any) -> LLMClient:
+    def make(**overrides: Any) -> OpenAIClient:
         settings: dict[str, Any] = {
             "base_url": fake_llm.url,
             "model": "fake-model",
@@ -47,6 +47,6 @@ def make_client(fake_llm: FakeLLMServer, api_key: str, tmp_path: Any) -> Callabl
             "backoff_max_s": 0.05,
         }
         settings.update(overrides)
-        return LLMClient(**settings)
+        return OpenAIClient(**settings)
 
     return make

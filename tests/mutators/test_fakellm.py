@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from evoforge.mutators.llm_client import LLMClient, LLMError
+from evoforge.mutators.llm_client import LLMError, OpenAIClient
 
 from tests.fakellm import FakeLLMServer, echo_last_python_block
 from tests.mutators.conftest import run
@@ -30,7 +30,7 @@ def test_standalone_echo_server_answers_a_real_client() -> None:
         line = proc.stdout.readline()
         url = line.split()[2]
         assert url.startswith("http://127.0.0.1:")
-        client = LLMClient(base_url=url, model="m1", api_key_env="EVOFORGE_NO_SUCH_VAR")
+        client = OpenAIClient(base_url=url, model="m1", api_key_env="EVOFORGE_NO_SUCH_VAR")
         prompt = [{"role": "user", "content": "fix this:\n```python\nclass ModelNew:\n    pass\n```\n"}]
         assert "```python\nclass ModelNew:\n    pass\n```" in run(client.complete(prompt)).text
         assert run(client.list_models()) == ["m1"]
@@ -41,7 +41,7 @@ def test_standalone_echo_server_answers_a_real_client() -> None:
 
 def test_an_exhausted_script_fails_loudly() -> None:
     with FakeLLMServer(["only one"]) as server:
-        client = LLMClient(base_url=server.url, model="fake-model", max_retries=0)
+        client = OpenAIClient(base_url=server.url, model="fake-model", max_retries=0)
         assert run(client.complete([{"role": "user", "content": "a"}])).text == "only one"
         with pytest.raises(LLMError, match="script exhausted"):
             run(client.complete([{"role": "user", "content": "b"}]))

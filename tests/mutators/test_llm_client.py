@@ -14,10 +14,10 @@ import pytest
 from evoforge.mutators.llm_client import (
     LLMBudgetExceeded,
     LLMCheckError,
-    LLMClient,
     LLMConfig,
     LLMError,
     LLMUnavailable,
+    OpenAIClient,
     _connection_cause,
     scrub_secrets,
 )
@@ -30,7 +30,7 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 
 def test_completion_reports_text_tokens_and_cost(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]
 ) -> None:
     fake_llm.push({"reply": "hi there", "usage": {"prompt_tokens": 1000, "completion_tokens": 500}})
     client = make_client(prices={"fake-model": (2.0, 8.0)})
@@ -51,7 +51,7 @@ def test_completion_reports_text_tokens_and_cost(
 
 
 def test_the_key_is_sent_but_in_no_repr_cache_file_or_error(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient], tmp_path: Any
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient], tmp_path: Any
 ) -> None:
     fake_llm.push("reply one")
     cache_dir = tmp_path / "cache"
@@ -69,7 +69,7 @@ def test_the_key_is_sent_but_in_no_repr_cache_file_or_error(
 
 
 def test_401_names_the_env_var_and_never_the_key(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]
 ) -> None:
     fake_llm.push({"status": 401, "message": f"Incorrect API key provided: {SECRET}"})
     client = make_client()
@@ -88,13 +88,13 @@ def test_401_when_the_variable_is_unset_says_so(
 ) -> None:
     monkeypatch.delenv("EVOFORGE_UNSET_KEY", raising=False)
     fake_llm.api_key = "sk-required"
-    client = LLMClient(base_url=fake_llm.url, model="fake-model", api_key_env="EVOFORGE_UNSET_KEY")
+    client = OpenAIClient(base_url=fake_llm.url, model="fake-model", api_key_env="EVOFORGE_UNSET_KEY")
     with pytest.raises(LLMCheckError, match=r"\$EVOFORGE_UNSET_KEY is not set"):
         run(client.check())
 
 
 def test_429_and_500_bursts_are_retried_with_growing_backoff(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]
 ) -> None:
     fake_llm.push({"status": 429}, {"status": 500}, {"status": 503}, "finally")
     delays: list[float] = []
@@ -102,7 +102,7 @@ def test_429_and_500_bursts_are_retried_with_growing_backoff(
     async def record_sleep(s: float) -> None:
         delays.append(s)
 
-    client = LLMClient(config=make_client().config, sleep=record_sleep, backoff_s=1.0, backoff_max_s=100.0)
+    client = OpenAIClient(config=make_client().config, sleep=record_sleep, backoff_s=1.0, backoff_max_s=100.0)
     assert run(client.complete(HELLO)).text == "finally"
     assert len(fake_llm.chat_requests) == 4
     assert len(delays) == 3
@@ -110,20 +110,20 @@ def test_429_and_500_bursts_are_retried_with_growing_backoff(
         assert 0.5 * 2**attempt <= delay <= 2**attempt
 
 
-def test_retry_after_is_honoured(fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]) -> None:
+def test_retry_after_is_honoured(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.push({"status": 429, "retry_after": 0.04}, "ok")
     delays: list[float] = []
 
     async def record_sleep(s: float) -> None:
         delays.append(s)
 
-    client = LLMClient(config=make_client().config, sleep=record_sleep, backoff_s=0.001)
+    client = OpenAIClient(config=make_client().config, sleep=record_sleep, backoff_s=0.001)
     assert run(client.complete(HELLO)).text == "ok"
     assert delays == [pytest.approx(0.04)]
 
 
 def test_retries_give_up_with_a_clear_error(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient], caplog: pytest.LogCaptureFixture
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient], caplog: pytest.LogCaptureFixture
 ) -> None:
     fake_llm.push(*[{"status": 500, "message": f"upstream rejected key {SECRET}"}] * 3)
     client = make_client(max_retries=2)
@@ -139,7 +139,7 @@ def test_retries_give_up_with_a_clear_error(
     assert client.usage.failed_calls == 1
 
 
-def test_garbage_body_is_retried(fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]) -> None:
+def test_garbage_body_is_retried(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.push({"garbage": True}, "clean")
     assert run(make_client().complete(HELLO)).text == "clean"
     fake_llm.push({"garbage": True})
@@ -148,7 +148,7 @@ def test_garbage_body_is_retried(fake_llm: FakeLLMServer, make_client: Callable[
 
 
 def test_a_hang_past_the_timeout_is_retried(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]
 ) -> None:
     fake_llm.push({"hang": 10}, "after the hang")
     t0 = time.monotonic()
@@ -157,7 +157,7 @@ def test_a_hang_past_the_timeout_is_retried(
 
 
 def test_hangs_until_retries_run_out_fail_cleanly(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]
 ) -> None:
     fake_llm.push({"hang": 10}, {"hang": 10})
     t0 = time.monotonic()
@@ -169,10 +169,10 @@ def test_hangs_until_retries_run_out_fail_cleanly(
 
 
 def test_circuit_breaker_opens_fails_fast_and_closes(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]
 ) -> None:
     now = [0.0]
-    client = LLMClient(
+    client = OpenAIClient(
         config=make_client().config,
         clock=lambda: now[0],
         max_retries=0,
@@ -199,7 +199,7 @@ def test_circuit_breaker_opens_fails_fast_and_closes(
     assert client.breaker.state == "closed"
 
 
-def test_token_budget_stops_calls(fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]) -> None:
+def test_token_budget_stops_calls(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.push({"reply": "a", "usage": {"prompt_tokens": 40, "completion_tokens": 20}}, "never sent")
     client = make_client(budget_tokens=50)
     run(client.complete(HELLO))
@@ -208,7 +208,7 @@ def test_token_budget_stops_calls(fake_llm: FakeLLMServer, make_client: Callable
     assert len(fake_llm.chat_requests) == 1
 
 
-def test_usd_budget_stops_calls(fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]) -> None:
+def test_usd_budget_stops_calls(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.push({"reply": "a", "usage": {"prompt_tokens": 100_000, "completion_tokens": 10_000}})
     client = make_client(
         budget_usd=1.0, prices={"fake-model": {"input_per_mtok": 10.0, "output_per_mtok": 30.0}}
@@ -220,7 +220,7 @@ def test_usd_budget_stops_calls(fake_llm: FakeLLMServer, make_client: Callable[.
 
 
 def test_cache_hit_on_rerun_costs_nothing(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient], tmp_path: Any
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient], tmp_path: Any
 ) -> None:
     fake_llm.push({"reply": "first", "usage": {"prompt_tokens": 30, "completion_tokens": 30}})
     cache = str(tmp_path / "llm-cache")
@@ -241,7 +241,7 @@ def test_cache_hit_on_rerun_costs_nothing(
 
 
 def test_cache_serves_while_the_endpoint_is_down(
-    make_client: Callable[..., LLMClient], tmp_path: Any
+    make_client: Callable[..., OpenAIClient], tmp_path: Any
 ) -> None:
     cache = str(tmp_path / "c")
     with FakeLLMServer(["cached answer"]) as server:
@@ -250,17 +250,17 @@ def test_cache_serves_while_the_endpoint_is_down(
 
 
 def test_ensemble_weights_are_respected_and_seeded() -> None:
-    client = LLMClient(models={"big": 3.0, "small": 1.0, "off": 0.0}, seed=7)
+    client = OpenAIClient(models={"big": 3.0, "small": 1.0, "off": 0.0}, seed=7)
     picks = Counter(client.pick_model() for _ in range(4000))
     assert picks["off"] == 0
     assert 0.72 < picks["big"] / 4000 < 0.78
-    again = LLMClient(models={"big": 3.0, "small": 1.0, "off": 0.0}, seed=7)
-    first = LLMClient(models={"big": 3.0, "small": 1.0, "off": 0.0}, seed=7)
+    again = OpenAIClient(models={"big": 3.0, "small": 1.0, "off": 0.0}, seed=7)
+    first = OpenAIClient(models={"big": 3.0, "small": 1.0, "off": 0.0}, seed=7)
     assert [again.pick_model() for _ in range(50)] == [first.pick_model() for _ in range(50)]
 
 
 def test_ensemble_models_reach_the_server(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]
 ) -> None:
     fake_llm.default = "ok"
     client = make_client(models={"fake-model": 1.0, "fake-large": 1.0})
@@ -275,10 +275,10 @@ def test_ensemble_models_reach_the_server(
     assert run(client.complete(HELLO, model="fake-large")).model == "fake-large"
 
 
-def test_concurrency_limit(fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]) -> None:
+def test_concurrency_limit(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.default = None
     fake_llm.push(*[{"hang": 0.15, "reply": f"r{i}"} for i in range(6)])
-    client = make_client(max_concurrency=2)
+    client = make_client(concurrency=2)
 
     async def burst() -> list[str]:
         done = await asyncio.gather(
@@ -291,7 +291,7 @@ def test_concurrency_limit(fake_llm: FakeLLMServer, make_client: Callable[..., L
 
 
 def test_the_client_survives_successive_event_loops(
-    fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]
+    fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]
 ) -> None:
     fake_llm.push("one", "two")
     client = make_client()
@@ -300,7 +300,7 @@ def test_the_client_survives_successive_event_loops(
 
 
 # -- llm-check -------------------------------------------------------------------------------------------------
-def test_check_ok(fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]) -> None:
+def test_check_ok(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.push("OK")
     line = run(make_client().check())
     assert line.startswith("LLM ok: fake-model at http://127.0.0.1") and "\n" not in line
@@ -310,7 +310,7 @@ def test_check_unreachable_is_one_line() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    client = LLMClient(base_url=f"http://127.0.0.1:{port}/v1", model="m")
+    client = OpenAIClient(base_url=f"http://127.0.0.1:{port}/v1", model="m")
     with pytest.raises(LLMCheckError) as info:
         run(client.check())
     message = str(info.value)
@@ -332,20 +332,20 @@ def test_dns_failure_is_named() -> None:
 
 def test_check_unknown_model_lists_the_served_ones(api_key: str) -> None:
     with FakeLLMServer(models=("llama-3-70b", "qwen-coder"), strict_models=True) as server:
-        client = LLMClient(base_url=server.url, model="gpt-nope", api_key_env=KEY_ENV)
+        client = OpenAIClient(base_url=server.url, model="gpt-nope", api_key_env=KEY_ENV)
         with pytest.raises(
             LLMCheckError, match=r"model 'gpt-nope' not found \(404\); it serves: llama-3-70b, qwen-coder"
         ):
             run(client.check())
 
 
-def test_check_timeout(fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]) -> None:
+def test_check_timeout(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.push({"hang": 10})
     with pytest.raises(LLMCheckError, match=r"did not answer within 0.2 s \(timeout\)"):
         run(make_client().check(timeout_s=0.2))
 
 
-def test_check_bad_key(fake_llm: FakeLLMServer, make_client: Callable[..., LLMClient]) -> None:
+def test_check_bad_key(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.api_key = "sk-the-right-one-000000"
     with pytest.raises(LLMCheckError) as info:
         run(make_client().check())
@@ -367,11 +367,11 @@ def test_scrub_removes_keys_and_bearer_tokens(monkeypatch: pytest.MonkeyPatch) -
 def test_bad_config_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="weights"):
         LLMConfig(models={"a": -1.0})
-    with pytest.raises(UsageError, match="max_concurrency"):
-        LLMClient(max_concurrency=0)
+    with pytest.raises(UsageError, match="concurrency"):
+        OpenAIClient(concurrency=0)
 
 
 def test_config_round_trips_as_plain_json() -> None:
     config = LLMConfig(base_url="http://x/v1", models={"a": 1.0}, prices={"a": [1.0, 2.0]})
-    assert LLMClient(config=config).config.price("a").output_per_mtok == 2.0
+    assert OpenAIClient(config=config).config.price("a").output_per_mtok == 2.0
     json.dumps(config.__dict__)

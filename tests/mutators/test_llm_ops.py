@@ -7,22 +7,21 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from evoforge.knowledge import STAGE_NAMES, Stage
 from evoforge.mutators.base import Failure, MutationContext, MutationError, Mutator
-from evoforge.mutators.llm_client import LLMClient, LLMError
+from evoforge.mutators.llm_client import LLMError, OpenAIClient
 from evoforge.mutators.llm_ops import (
-    STAGES,
-    KnowledgeView,
     LLMCrossover,
     LLMOptimize,
     LLMRepair,
     LLMReplyError,
     LLMStageRewrite,
     PromptBuilder,
-    normalize_stages,
     parse_stage_names,
     preview,
 )
 
+from evoforge import knowledge
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from tests.fakellm import FakeLLMServer
 from tests.mutators.conftest import run
@@ -78,19 +77,16 @@ FUSION_GUIDE = "Fuse the elementwise epilogue into the producer kernel."
 
 
 def fake_knowledge(analysis: list[str] | None = None) -> types.SimpleNamespace:
+    """A stand-in for ``evoforge.knowledge`` with the functions the prompt builder reads, and known answers."""
     return types.SimpleNamespace(
         hard_rule_prompt=lambda arch, triton_version=None: f"- {RULE} ({arch})",
         hardware_summary=lambda arch: HARDWARE,
         stages=lambda: [
-            {
-                "name": "fusion",
-                "purpose": "Fuse kernels.",
-                "guidance": FUSION_GUIDE,
-                "triggers": ["unfused_epilogue"],
-            },
-            {"name": "memory_access", "purpose": "Coalesce.", "guidance": "Vectorize loads."},
+            Stage("fusion", "Fuse kernels.", (FUSION_GUIDE,), (("unfused", "unfused_epilogue"),)),
+            Stage("memory_access", "Coalesce.", ("Vectorize loads.",), ()),
         ],
         analyze=lambda source: list(analysis or []),
+        cute_guide=lambda arch: f"CuTe guide for {arch}",
     )
 
 
@@ -115,7 +111,7 @@ def user_text(messages: list[dict[str, Any]]) -> str:
 
 
 @pytest.fixture
-def client(make_client: Callable[..., LLMClient]) -> LLMClient:
+def client(make_client: Callable[..., OpenAIClient]) -> OpenAIClient:
     return make_client()
 
 
@@ -126,10 +122,10 @@ def builder() -> PromptBuilder:
 
 # -- the shared contract ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", [LLMStageRewrite, LLMRepair, LLMOptimize, LLMCrossover])
-def test_every_operator_is_a_mutator_named_llm(cls: type, client: LLMClient) -> None:
+def test_every_operator_is_a_mutator_named_llm(cls: type, client: OpenAIClient) -> None:
     op = cls(client=client)
     assert isinstance(op, Mutator)
-    assert "llm" in op.name
+    assert op.name.startswith("llm-") and op.name == cls.name  # one name per operator, its registry key
 
 
 # -- repair ------------------------------------------------------------------------------------------------------
@@ -150,7 +146,7 @@ def repair_by_reading_the_prompt(messages: list[dict[str, Any]]) -> str:
 
 
 def test_repair_patches_the_broken_kernel(
-    fake_llm: FakeLLMServer, client: LLMClient, builder: PromptBuilder
+    fake_llm: FakeLLMServer, client: OpenAIClient, builder: PromptBuilder
 ) -> None:
     fake_llm.push(repair_by_reading_the_prompt)
     parent = Candidate.from_source(BROKEN, task="add")
@@ -159,7 +155,7 @@ def test_repair_patches_the_broken_kernel(
     assert op.applicable(parent, failed)
     child = run(op.propose((parent,), context(parent_result=failed)))
     assert child.source == CORRECT
-    assert child.parents == (parent.id,) and child.operator == "llm_repair" and child.task == "add"
+    assert child.parents == (parent.id,) and child.operator == "llm-repair" and child.task == "add"
     assert child.meta["repair_attempts"] == 1 and child.meta["reply_kind"] == "patches"
     assert child.meta["prompt"] == fake_llm.chat_requests[0].messages
     assert child.meta["reply"].startswith("`msk` is never defined.")
@@ -169,7 +165,7 @@ def test_repair_patches_the_broken_kernel(
 
 
 def test_repair_prompt_carries_the_exact_error_and_asks_for_that_fault_only(
-    client: LLMClient, builder: PromptBuilder
+    client: OpenAIClient, builder: PromptBuilder
 ) -> None:
     parent = Candidate.from_source(BROKEN)
     messages = preview(
@@ -183,7 +179,7 @@ def test_repair_prompt_carries_the_exact_error_and_asks_for_that_fault_only(
     assert RULE in messages[0]["content"]
 
 
-def test_repair_attempts_are_limited_per_lineage(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+def test_repair_attempts_are_limited_per_lineage(fake_llm: FakeLLMServer, client: OpenAIClient) -> None:
     op = LLMRepair(client=client, max_attempts=2)
     failed = EvalResult.failure(EvalStatus.INCORRECT, "max_abs_err 3.1 at shape (4097,)")
     tired = Candidate.from_source(BROKEN, meta={"repair_attempts": 2})
@@ -200,12 +196,12 @@ def test_repair_attempts_are_limited_per_lineage(fake_llm: FakeLLMServer, client
 
 
 def test_a_patch_that_does_not_apply_is_an_invalid_child_with_the_reason(
-    fake_llm: FakeLLMServer, client: LLMClient
+    fake_llm: FakeLLMServer, client: OpenAIClient
 ) -> None:
     fake_llm.push("<<<<<<< SEARCH\n    z = tl.load(z_ptr)\n=======\n    z = 0\n>>>>>>> REPLACE\n")
     failed = EvalResult.failure(EvalStatus.COMPILE_ERROR, ERROR)
     with pytest.raises(
-        LLMReplyError, match=r"llm_repair: SEARCH/REPLACE block 1 of 1: SEARCH text not found"
+        LLMReplyError, match=r"llm-repair: SEARCH/REPLACE block 1 of 1: SEARCH text not found"
     ) as info:
         run(LLMRepair(client=client).propose((Candidate.from_source(BROKEN),), context(parent_result=failed)))
     assert isinstance(info.value, MutationError)
@@ -213,7 +209,7 @@ def test_a_patch_that_does_not_apply_is_an_invalid_child_with_the_reason(
 
 
 def test_garbage_reply_is_a_mutation_error_with_the_reason(
-    fake_llm: FakeLLMServer, client: LLMClient
+    fake_llm: FakeLLMServer, client: OpenAIClient
 ) -> None:
     fake_llm.push("As an AI model I think the kernel is fine!!! }{ ~~~")
     with pytest.raises(MutationError, match="no python code block and no SEARCH/REPLACE block"):
@@ -222,7 +218,7 @@ def test_garbage_reply_is_a_mutation_error_with_the_reason(
         )
 
 
-def test_an_unchanged_kernel_is_refused(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+def test_an_unchanged_kernel_is_refused(fake_llm: FakeLLMServer, client: OpenAIClient) -> None:
     fake_llm.push(module(CORRECT))
     with pytest.raises(LLMReplyError, match="unchanged"):
         run(
@@ -230,7 +226,7 @@ def test_an_unchanged_kernel_is_refused(fake_llm: FakeLLMServer, client: LLMClie
         )
 
 
-def test_an_endpoint_failure_is_not_a_mutation_error(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+def test_an_endpoint_failure_is_not_a_mutation_error(fake_llm: FakeLLMServer, client: OpenAIClient) -> None:
     fake_llm.push({"status": 401})
     with pytest.raises(LLMError) as info:
         run(LLMOptimize(client=client).propose((Candidate.from_source(CORRECT),), context()))
@@ -238,7 +234,7 @@ def test_an_endpoint_failure_is_not_a_mutation_error(fake_llm: FakeLLMServer, cl
 
 
 # -- optimize with delayed feedback ------------------------------------------------------------------------------
-def test_performance_feedback_is_delayed_until_the_lineage_settles(client: LLMClient) -> None:
+def test_performance_feedback_is_delayed_until_the_lineage_settles(client: OpenAIClient) -> None:
     parent = Candidate.from_source(CORRECT)
     op = LLMOptimize(client=client, feedback_after=2)
     early = user_text(preview(op, parent, context(parent_result=ok(), lineage_correct_steps=1)))
@@ -251,7 +247,7 @@ def test_performance_feedback_is_delayed_until_the_lineage_settles(client: LLMCl
     )
 
 
-def test_optimize_returns_the_new_module(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+def test_optimize_returns_the_new_module(fake_llm: FakeLLMServer, client: OpenAIClient) -> None:
     fake_llm.push(module(FASTER))
     parent = Candidate.from_source(CORRECT, task="add")
     child = run(
@@ -261,7 +257,7 @@ def test_optimize_returns_the_new_module(fake_llm: FakeLLMServer, client: LLMCli
     assert child.meta["feedback"] is True and child.stage == "optimize"
 
 
-def test_inspirations_and_failures_enter_the_prompt(client: LLMClient) -> None:
+def test_inspirations_and_failures_enter_the_prompt(client: OpenAIClient) -> None:
     other = Candidate.from_source(FASTER, stage="fusion")
     failed = Candidate.from_source(BROKEN, stage="memory_access")
     ctx = context(
@@ -279,7 +275,7 @@ def test_inspirations_and_failures_enter_the_prompt(client: LLMClient) -> None:
 
 # -- stage rewrites ----------------------------------------------------------------------------------------------
 def test_stage_rewrite_carries_rules_hardware_and_stage_guidance(
-    fake_llm: FakeLLMServer, client: LLMClient
+    fake_llm: FakeLLMServer, client: OpenAIClient
 ) -> None:
     builder = PromptBuilder(knowledge=fake_knowledge(analysis=["unfused_epilogue"]))
     op = LLMStageRewrite(client=client, builder=builder)
@@ -295,29 +291,44 @@ def test_stage_rewrite_carries_rules_hardware_and_stage_guidance(
     assert "- unfused_epilogue" in text
 
 
-def test_knowledge_off_leaves_rules_and_guidance_out(client: LLMClient) -> None:
+def test_knowledge_off_leaves_rules_and_guidance_out(client: OpenAIClient) -> None:
     builder = PromptBuilder(knowledge=fake_knowledge())
     op = LLMStageRewrite(client=client, builder=builder, stage="fusion")
     messages = preview(op, Candidate.from_source(CORRECT), context(knowledge_enabled=False))
     everything = "".join(m["content"] for m in messages)
     assert RULE not in everything and HARDWARE not in everything and FUSION_GUIDE not in everything
-    assert STAGES["fusion"] in everything and op.name == "llm_stage_fusion"
+    assert "Fuse kernels." in everything  # what the stage is, from the knowledge base, is still said
+    assert op.name == "llm-stage"
 
 
-def test_missing_knowledge_base_degrades_to_empty_text(client: LLMClient) -> None:
-    builder = PromptBuilder(knowledge=types.SimpleNamespace())  # none of the functions exist yet
-    op = LLMStageRewrite(client=client, builder=builder, seed=3)
-    messages = preview(op, Candidate.from_source(CORRECT), context())
+def test_a_knowledge_base_gap_leaves_that_part_of_the_prompt_empty(client: OpenAIClient) -> None:
+    op = LLMStageRewrite(client=client, builder=PromptBuilder(), seed=3)  # the real knowledge base
+    messages = preview(op, Candidate.from_source(CORRECT), context(arch="xe9"))  # an arch it does not know
     assert "Hard rules" not in messages[0]["content"] and "optimization stage" in messages[1]["content"]
-
-    def broken(arch: str) -> str:
-        raise KeyError(arch)
-
-    view = KnowledgeView(types.SimpleNamespace(hardware_summary=broken))
-    assert view.hardware("xe9") == ""
+    assert "Target: xe9" in messages[1]["content"]
 
 
-def test_stage_choice_by_an_llm_analysis_call(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+def test_stages_and_their_purposes_come_from_the_knowledge_base(client: OpenAIClient) -> None:
+    builder = PromptBuilder()
+    assert builder.stage_names() == list(STAGE_NAMES)
+    fusion = next(s for s in knowledge.stages() if s.name == "fusion")
+    op = LLMStageRewrite(client=client, builder=builder, stage="fusion")
+    text = user_text(preview(op, Candidate.from_source(CORRECT), context(arch="nvidia-sm90")))
+    assert fusion.purpose in text and fusion.guidance[0] in text
+
+
+def test_a_cute_parent_is_told_how_to_write_cute(client: OpenAIClient) -> None:
+    op = LLMOptimize(client=client, builder=PromptBuilder())
+    cute = Candidate.from_source(CORRECT, language="cute")
+    system = preview(op, cute, context(arch="nvidia-sm90"))[0]["content"]
+    assert "CuTe C++" in system and "nvcc target sm_90a" in system and "wgmma" in system
+    triton = preview(op, Candidate.from_source(CORRECT), context(arch="nvidia-sm90"))[0]["content"]
+    assert "Writing CuTe" not in triton
+    off = preview(op, cute, context(arch="nvidia-sm90", knowledge_enabled=False))[0]["content"]
+    assert "Writing CuTe" not in off
+
+
+def test_stage_choice_by_an_llm_analysis_call(fake_llm: FakeLLMServer, client: OpenAIClient) -> None:
     op = LLMStageRewrite(client=client, builder=PromptBuilder(knowledge=fake_knowledge()), select="llm")
     fake_llm.push(
         {"reply": "Memory access\nfusion", "usage": {"prompt_tokens": 100, "completion_tokens": 5}},
@@ -333,31 +344,27 @@ def test_stage_choice_by_an_llm_analysis_call(fake_llm: FakeLLMServer, client: L
     assert 'stage "memory_access"' in user_text(fake_llm.chat_requests[1].messages)
 
 
-def test_stage_pick_is_seeded_and_skips_stages_done(client: LLMClient) -> None:
-    op = LLMStageRewrite(client=client, builder=PromptBuilder(knowledge=types.SimpleNamespace()), seed=5)
-    parent = Candidate.from_source(CORRECT, meta={"stages_done": [s for s in STAGES if s != "autotuning"]})
-    assert op.worth_running(parent, context()) == ["autotuning"]
+def test_stage_pick_is_seeded_and_skips_stages_done(client: OpenAIClient) -> None:
+    op = LLMStageRewrite(client=client, builder=PromptBuilder(), seed=5)
+    parent = Candidate.from_source(CORRECT, meta={"stages_done": [s for s in STAGE_NAMES if s != "autotuning"]})
+    assert op.worth_running(parent, context(knowledge_enabled=False)) == ["autotuning"]
     fresh = Candidate.from_source(CORRECT)
-    picks = {op.pick(fresh, context(seed=s), op.worth_running(fresh, context())) for s in range(40)}
-    assert len(picks) > 3 and picks <= set(STAGES)
-    assert op.pick(fresh, context(seed=9), list(STAGES)) == op.pick(fresh, context(seed=9), list(STAGES))
+    off = context(knowledge_enabled=False)  # no analysis: every stage is worth running
+    picks = {op.pick(fresh, context(seed=s), op.worth_running(fresh, off)) for s in range(40)}
+    assert len(picks) > 3 and picks <= set(STAGE_NAMES)
+    stages = list(STAGE_NAMES)
+    assert op.pick(fresh, context(seed=9), stages) == op.pick(fresh, context(seed=9), stages)
 
 
-def test_stage_names_and_shapes_of_the_knowledge_base() -> None:
-    assert parse_stage_names("1. Dtype fix\n2. persistent-kernel\nnot a stage", list(STAGES)) == [
+def test_stage_names_in_a_reply() -> None:
+    assert parse_stage_names("1. Dtype fix\n2. persistent-kernel\nnot a stage", list(STAGE_NAMES)) == [
         "dtype_fix",
         "persistent_kernel",
     ]
-    by_dict = normalize_stages({"fusion": {"purpose": "p", "guidance": ["a", "b"]}})
-    assert by_dict["fusion"].guidance == "- a\n- b" and len(by_dict) == 9
-    by_objects = normalize_stages(
-        [types.SimpleNamespace(name="tiling", purpose="t", guidance="g", triggers=None)]
-    )
-    assert by_objects["tiling"].purpose == "t"
 
 
 # -- crossover ---------------------------------------------------------------------------------------------------
-def test_crossover_of_two_correct_parents(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+def test_crossover_of_two_correct_parents(fake_llm: FakeLLMServer, client: OpenAIClient) -> None:
     a = Candidate.from_source(CORRECT, task="add")
     b = Candidate.from_source(FASTER, task="add")
     merged = FASTER.replace("BLOCK: tl.constexpr", "BLOCK: tl.constexpr, EVEN: tl.constexpr = False")
@@ -369,7 +376,7 @@ def test_crossover_of_two_correct_parents(fake_llm: FakeLLMServer, client: LLMCl
     assert CORRECT in text and FASTER in text and "speedup 3x" in text
 
 
-def test_crossover_takes_its_second_parent_from_top(fake_llm: FakeLLMServer, client: LLMClient) -> None:
+def test_crossover_takes_its_second_parent_from_top(fake_llm: FakeLLMServer, client: OpenAIClient) -> None:
     a = Candidate.from_source(CORRECT)
     b = Candidate.from_source(FASTER)
     op = LLMCrossover(client=client)

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 from evoforge.mutators.base import MutationContext, MutationError, Mutator
+from evoforge.mutators.registry import OperatorSettings, build_operators
 from evoforge.mutators.rules import (
     GroupedOrdering,
     InputPrecision,
     PersistentGrid,
     ReductionForm,
     RetuneLaunch,
-    rule_mutators,
 )
 
 from evoforge import knowledge
@@ -152,8 +152,8 @@ def test_no_legal_move_is_a_mutation_error() -> None:
         propose(RetuneLaunch(), parent, context())
 
 
-def test_rule_mutators_for_an_arch() -> None:
-    ops = rule_mutators("h100", seed=2)
+def test_rule_operators_for_an_arch() -> None:
+    ops = list(build_operators(["rule"], OperatorSettings(arch="h100", seed=2)).values())
     assert [op.name for op in ops] == ["rule:retune", "rule:reduction-form", "rule:grouped-ordering",
                                       "rule:input-precision", "rule:persistent"]
     assert all(isinstance(op, Mutator) for op in ops)
@@ -161,7 +161,7 @@ def test_rule_mutators_for_an_arch() -> None:
     child = propose(ops[0], matmul(), ctx)  # the operator's own arch stands in for an empty context.arch
     assert hard(child, "nvidia-sm90") == []
     with pytest.raises(UsageError, match="--arch gfx90a: unknown"):
-        rule_mutators("gfx90a")
+        build_operators(["rule"], OperatorSettings(arch="gfx90a"))
 
 
 def test_children_of_templates_still_parse(tmp_path: Path) -> None:
@@ -170,3 +170,8 @@ def test_children_of_templates_still_parse(tmp_path: Path) -> None:
     path.write_text(child.source)
     compile(child.source, str(path), "exec")
     assert child.params["LOOPED"] == 1
+
+
+def test_every_rule_operator_names_a_stage_of_the_knowledge_base() -> None:
+    ops = build_operators(["rule"], OperatorSettings(arch="nvidia-sm90")).values()
+    assert {op.stage for op in ops} <= set(knowledge.STAGE_NAMES)  # type: ignore[attr-defined]

@@ -56,22 +56,29 @@ def wait_for_file(path: Path, timeout_s: float = 30.0) -> str:
     raise AssertionError(f"{path} was not written within {timeout_s:g} s")
 
 
-def evaluator_kwargs(timeout_s: float = HANG_TIMEOUT_S) -> dict[str, object]:
-    """What EvalPool and Evaluator take: the interpreter, two correctness trials, no timing, short limits."""
+def evaluator_kwargs(timeout_s: float = HANG_TIMEOUT_S, containment: str = "auto") -> dict[str, object]:
+    """What EvalPool and Evaluator take: the interpreter, two correctness trials, no timing, short limits.
+    ``containment="none"`` for a test that follows a candidate's processes by the PIDs it reports."""
     from evoforge.backends.base import get_backend
     from evoforge.backends.chain import ChainOptions
 
     backend = get_backend("interpreter")
     return {"backend": "interpreter", "arch": backend.arch, "options": ChainOptions(trials=2, timing=False),
-            "timeout_s": timeout_s, "knowledge": False, "child_env": backend.child_env(),
+            "timeout_s": timeout_s, "knowledge": False,
+            "child_env": {**backend.evaluation_process().env, "EVOFORGE_CONTAINMENT": containment},
             "memory_limit_bytes": HOST_MEMORY_LIMIT}
+
+
+# The fault kernels crash, hang and start processes on purpose: their task allows what the judge would otherwise
+# refuse (tests/backends/test_adversarial.py holds candidates to the defaults), so containment is what is tested.
+FAULT_ALLOWANCES = ["threads", "processes", "native", "introspection"]
 
 
 @pytest.fixture(scope="session")
 def relu_small():
     from evoforge.task import Task
 
-    return Task.load("L1/19", overrides={"batch_size": 4, "dim": 1000})
+    return Task.load("L1/19", overrides={"batch_size": 4, "dim": 1000}, allow=FAULT_ALLOWANCES)
 
 
 @pytest.fixture(scope="session")

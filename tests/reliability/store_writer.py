@@ -1,6 +1,6 @@
 """A second writer of one study: ``python -m tests.reliability.store_writer RUN_DIR URL WRITER N START_AT``.
 
-Records N finished trials through ``Store`` (candidate file, trial, artifact), starting at the wall-clock
+Records N finished trials through ``OptunaStore`` (candidate file, trial, artifact), starting at the wall-clock
 time START_AT so that several writers overlap, and prints how many it recorded.
 """
 
@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from evoforge.search.store import Store
+from evoforge.search.store import OptunaStore
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
 
@@ -20,7 +20,7 @@ TASK = "19_ReLU"
 SOURCE = (Path(__file__).resolve().parent.parent / "fixtures" / "relu" / "correct.py").read_text()
 
 
-def record_many(store: Store, writer: str, n: int) -> list[int]:
+def record_many(store: OptunaStore, writer: str, n: int) -> list[int]:
     numbers = []
     for i in range(n):
         candidate = Candidate.from_source(SOURCE + f"# writer {writer}, child {i}\n", task=TASK, operator="params",
@@ -35,7 +35,7 @@ def record_many(store: Store, writer: str, n: int) -> list[int]:
 
 def main(argv: list[str]) -> int:
     run_dir, url, writer, n, start_at = argv[0], argv[1], argv[2], int(argv[3]), float(argv[4])
-    store = Store(run_dir=Path(run_dir), campaign=CAMPAIGN, storage_url=url)
+    store = OptunaStore(run_dir=Path(run_dir), campaign=CAMPAIGN, storage_url=url)
     store.study(TASK)
     time.sleep(max(0.0, start_at - time.time()))
     numbers = record_many(store, writer, n)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from evoforge.search.store import Store
+from evoforge.search.store import OptunaStore
 from optuna.trial import TrialState
 
 from evoforge.core import EvalResult
@@ -143,7 +143,7 @@ def test_kill_9_mid_campaign_then_resume_loses_nothing(tmp_path):
     assert sorted(t.number for t in trials) == list(range(BUDGET))
 
     # Candidates and the result cache are intact: every trial has its candidate, every cache entry parses.
-    store = Store(run_dir=run_dir, campaign=CAMPAIGN)
+    store = OptunaStore(run_dir=run_dir, campaign=CAMPAIGN)
     loaded = store.load(task)
     assert len(loaded) == BUDGET
     assert all(s.candidate.id == s.user_attrs["candidate_id"] for s in loaded)

@@ -10,7 +10,7 @@ import time
 
 import optuna
 import pytest
-from evoforge.search.store import DiskFull, Store
+from evoforge.search.store import DiskFull, OptunaStore
 from optuna.trial import TrialState
 
 from tests.conftest import FIXTURES, REPO
@@ -36,7 +36,7 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
-def _fill_until_full(store: Store) -> tuple[int, DiskFull]:
+def _fill_until_full(store: OptunaStore) -> tuple[int, DiskFull]:
     recorded = 0
     for k in range(1000):
         try:
@@ -49,7 +49,7 @@ def _fill_until_full(store: Store) -> tuple[int, DiskFull]:
 def test_full_disk_is_one_clear_error_and_the_record_survives(small_disk):
     disk, grow = small_disk
     run_dir = disk / "run"
-    store = Store(run_dir=run_dir, campaign="locks")
+    store = OptunaStore(run_dir=run_dir, campaign="locks")
     recorded, error = _fill_until_full(store)
     assert recorded > 10
     message = str(error)
@@ -67,7 +67,7 @@ def test_full_disk_is_one_clear_error_and_the_record_survives(small_disk):
 
     # Once there is room again, a resume closes what was cut short and records on.
     grow("8m")
-    again = Store(run_dir=run_dir, campaign="locks")
+    again = OptunaStore(run_dir=run_dir, campaign="locks")
     again.close_interrupted()
     assert len(again.load(TASK)) == len(trials)
     assert len(record_many(again, "after", 3)) == 3
@@ -77,7 +77,7 @@ def test_full_disk_is_one_clear_error_and_the_record_survives(small_disk):
 def test_full_disk_under_a_candidate_file_is_the_same_clear_error(small_disk):
     disk, _grow = small_disk
     run_dir = disk / "run"
-    store = Store(run_dir=run_dir, campaign="locks")
+    store = OptunaStore(run_dir=run_dir, campaign="locks")
     _fill(disk / "ballast")  # something else filled the disk up
     with pytest.raises(DiskFull) as err:
         record_many(store, "w", 1)  # the candidate file is written first: it is what fails

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import optuna
 import pytest
-from evoforge.search.store import Store, open_storage, redact_url
+from evoforge.search.store import OptunaStore, open_storage, redact_url
 from optuna.trial import TrialState
 
 from evoforge.core import UsageError
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port
 from tests.reliability.store_writer import CAMPAIGN, TASK, record_many
 
 N_PER_WRITER = 30
@@ -31,7 +26,7 @@ def _start_writer(run_dir: Path, url: str, writer: str, n: int, start_at: float)
                             text=True)
 
 
-def _assert_all_recorded(store: Store, writers: dict[str, int]) -> None:
+def _assert_all_recorded(store: OptunaStore, writers: dict[str, int]) -> None:
     """Every trial of every writer is there, finished, numbered without gaps, with its candidate and artifact."""
     trials = optuna.load_study(study_name=store.study_name(TASK), storage=store.storage).get_trials()
     assert len(trials) == sum(writers.values())
@@ -51,7 +46,7 @@ def _two_writers(run_dir: Path, url: str) -> None:
     """This process and a second one record N trials each into one study, at the same moment."""
     start_at = time.time() + 6.0  # both have imported and opened the store by then
     other = _start_writer(run_dir, url, "B", N_PER_WRITER, start_at)
-    store = Store(run_dir=run_dir, campaign=CAMPAIGN, storage_url=url)
+    store = OptunaStore(run_dir=run_dir, campaign=CAMPAIGN, storage_url=url)
     store.study(TASK)
     time.sleep(max(0.0, start_at - time.time()))
     numbers = record_many(store, "A", N_PER_WRITER)
@@ -70,7 +65,7 @@ def test_two_processes_record_into_one_sqlite_study_at_once(tmp_path):
 def test_a_writer_waits_for_a_lock_held_by_another_process(tmp_path):
     """A reader or writer holding SQLite's lock for seconds delays a record; it does not fail it."""
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    store = Store(run_dir=tmp_path, campaign=CAMPAIGN, storage_url=url)
+    store = OptunaStore(run_dir=tmp_path, campaign=CAMPAIGN, storage_url=url)
     store.study(TASK)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sqlite3, sys, time\n"
@@ -93,70 +88,18 @@ def test_a_writer_waits_for_a_lock_held_by_another_process(tmp_path):
 # ---------------------------------------------------------------- PostgreSQL
 
 
-def _postgres_bin() -> Path | None:
-    found = shutil.which("pg_ctl")
-    if found:
-        return Path(found).resolve().parent  # /usr/local/bin may hold links to a few of them
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
-    return Path(candidates[-1]).parent if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    """A PostgreSQL server of its own in a temporary directory, on a free port of 127.0.0.1."""
-    pytest.importorskip("psycopg2", reason="psycopg2-binary is not installed (pip install psycopg2-binary)")
-    bin_dir = _postgres_bin()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries not found (apt-get install postgresql; `make sysdeps` does it)")
-    as_user: list[str] = []
-    root = Path(tempfile.mkdtemp(prefix="evoforge-pg-"))
-    if os.geteuid() == 0:  # initdb refuses root: run the server as the postgres user
-        if shutil.which("runuser") is None:
-            pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
-        try:
-            import pwd
-
-            pg = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no postgres user to run the server as")
-        os.chown(root, pg.pw_uid, pg.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = root / "data", _free_port()
-
-    def run(*cmd: str) -> None:
-        proc = subprocess.run([*as_user, *cmd], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, f"{cmd[0]} failed: {proc.stderr[-1500:]}"
-
-    run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "evoforge", "--no-sync", "-E", "UTF8")
-    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60", "start",
-        "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off")
-    try:
-        run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "evoforge", "evoforge")
-        yield f"postgresql+psycopg2://evoforge:not-a-secret@127.0.0.1:{port}/evoforge"
-    finally:
-        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
-                       capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
-
-
 def test_postgres_records_from_two_processes_and_loads_back(postgres_url, tmp_path):
     """The storage of a Ray cluster: writers in several processes (machines) share one study on PostgreSQL."""
     _two_writers(tmp_path, postgres_url)
     # A later process (a resume, a report) reads the same record back.
-    again = Store(run_dir=tmp_path, campaign=CAMPAIGN, storage_url=postgres_url)
+    again = OptunaStore(run_dir=tmp_path, campaign=CAMPAIGN, storage_url=postgres_url)
     assert len(again.load(TASK)) == 2 * N_PER_WRITER
     assert again.close_interrupted() == 0
 
 
 def test_storage_that_does_not_connect_is_one_line_naming_the_flag_without_the_password():
     pytest.importorskip("psycopg2", reason="psycopg2-binary is not installed (pip install psycopg2-binary)")
-    url = f"postgresql+psycopg2://evoforge:hunter2-secret@127.0.0.1:{_free_port()}/nowhere"
+    url = f"postgresql+psycopg2://evoforge:hunter2-secret@127.0.0.1:{free_port()}/nowhere"
     with pytest.raises(UsageError) as err:
         open_storage(url)
     message = str(err.value)

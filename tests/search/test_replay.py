@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from evoforge.backends.base import Backend, get_backend
+from evoforge.backends.base import Backend, EvaluationProcess, get_backend
 from evoforge.backends.replay import Landscape
 
 from evoforge.core import EvalStatus, UsageError
@@ -69,7 +69,7 @@ def test_the_backend_is_registered_and_keeps_the_protocol() -> None:
     backend = get_backend("replay", landscape=str(MATMUL))
     assert isinstance(backend, Backend)
     assert backend.available()[0] and backend.device == "cpu" and backend.arch == "nvidia-sm90"
-    assert backend.properties["configs"] == 432 and backend.child_env() == {}
+    assert backend.properties["configs"] == 432 and backend.evaluation_process() == EvaluationProcess()
     backend.synchronize()
     with pytest.raises(NotImplementedError, match="times nothing"):
         backend.time_interleaved({"f": lambda: None})

@@ -1,0 +1,206 @@
+"""Memory the judge shares with the candidate's process: inputs going in, receive buffers for outputs coming back.
+
+The judge owns one arena per device and lends the candidate's process views into it, by offset. Nothing else of
+the judge's lives there: the reference, its outputs, the comparator's data stay in the judge's private memory
+(on a GPU, another CUDA context: a kernel that reads out of bounds cannot reach them). Descriptors are plain
+JSON-able dicts, so nothing the candidate's process sends back is ever unpickled.
+
+- CPU (the Triton interpreter): a file in the judge's private directory mapped shared (``torch.from_file``).
+- CUDA: one device allocation in a memory pool of its own, shared once per candidate process through torch's
+  CUDA IPC (the same handles ``torch.multiprocessing`` uses), so its segment holds nothing but arena data.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ALIGN_BYTES = 512
+
+DTYPES: dict[str, torch.dtype] = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
+    torch.uint8, torch.bool, torch.complex64, torch.complex128)}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _span_elements(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
+    """Elements a strided view touches, from its first element to its last (non-negative strides)."""
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(shape, stride, strict=True))
+
+
+class Arena:
+    """A bump allocator over shared memory; ``reset`` between phases. Grows (a new mapping) when a phase needs more."""
+
+    def __init__(self, *, device: str, directory: Path, initial_bytes: int = 64 << 20) -> None:
+        self.device = device
+        self.directory = directory
+        self.generation = 0
+        self._pool: Any = None
+        self._buffer: torch.Tensor | None = None
+        self._path: Path | None = None
+        self._capacity = 0
+        self._used = 0
+        self._ensure(initial_bytes)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def _ensure(self, nbytes: int) -> None:
+        if nbytes <= self._capacity:
+            return
+        # Doubling while small; past a gigabyte, what is asked and a quarter more (an old mapping lingers in the
+        # candidate's process until it ends, so overshooting costs twice).
+        capacity = max(nbytes, 2 * self._capacity if self._capacity < (1 << 30) else nbytes + nbytes // 4, 1 << 20)
+        capacity = (capacity + ALIGN_BYTES - 1) // ALIGN_BYTES * ALIGN_BYTES
+        self.close()
+        if self.is_cuda:
+            pool_cls = getattr(torch.cuda, "MemPool", None)
+            if pool_cls is not None:  # a segment of its own: an IPC handle exposes the whole segment
+                self._pool = pool_cls()
+                with torch.cuda.use_mem_pool(self._pool):
+                    self._buffer = torch.empty(capacity, dtype=torch.uint8, device=self.device)
+            else:
+                self._buffer = torch.empty(capacity, dtype=torch.uint8, device=self.device)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._path = self.directory / f"arena-{secrets.token_hex(8)}.bin"
+            self._buffer = torch.from_file(str(self._path), shared=True, size=capacity, dtype=torch.uint8)
+        self._capacity = capacity
+        self._used = 0
+        self.generation += 1
+
+    def handle(self) -> dict[str, Any]:
+        """What the candidate's process needs to map the arena (sent over a pickling channel, judge to candidate)."""
+        assert self._buffer is not None
+        if self.is_cuda:
+            return {"generation": self.generation, "cuda": self._buffer, "device": self.device}
+        return {"generation": self.generation, "path": str(self._path), "size": self._capacity, "device": "cpu"}
+
+    def reset(self) -> None:
+        self._used = 0
+
+    def reserve(self, nbytes: int) -> None:
+        """Make room for ``nbytes`` more in this phase before any view is handed out (growing drops old views)."""
+        if self._used + nbytes > self._capacity:
+            if self._used:
+                raise RuntimeError("arena: grow only at the start of a phase")
+            self._ensure(nbytes)
+
+    def empty(self, shape: tuple[int, ...], dtype: torch.dtype,
+              stride: tuple[int, ...] | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """A tensor in the arena and its descriptor. Strides are kept (a transposed input stays transposed)."""
+        shape = tuple(int(s) for s in shape)
+        stride = tuple(int(s) for s in stride) if stride is not None else _contiguous_stride(shape)
+        if any(s < 0 for s in stride):
+            stride = _contiguous_stride(shape)
+        element = torch.empty((), dtype=dtype).element_size()
+        nbytes = _span_elements(shape, stride) * element
+        start = (self._used + ALIGN_BYTES - 1) // ALIGN_BYTES * ALIGN_BYTES
+        if start + nbytes > self._capacity:
+            raise RuntimeError(f"arena: {start + nbytes} bytes needed, {self._capacity} reserved")
+        self._used = start + nbytes
+        assert self._buffer is not None
+        region = self._buffer[start:start + max(nbytes, element)].view(dtype)
+        tensor = region.as_strided(shape, stride)
+        return tensor, {"offset": start, "nbytes": nbytes, "dtype": dtype_name(dtype), "shape": list(shape),
+                        "stride": list(stride)}
+
+    def close(self) -> None:
+        self._buffer = None
+        self._pool = None
+        if self._path is not None:
+            try:
+                os.unlink(self._path)
+            except OSError:
+                pass
+            self._path = None
+        self._capacity = 0
+
+
+def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
+    stride, acc = [], 1
+    for n in reversed(shape):
+        stride.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(stride))
+
+
+def tensor_bytes(shape: tuple[int, ...], dtype: torch.dtype, stride: tuple[int, ...] | None = None) -> int:
+    stride = stride if stride is not None and all(s >= 0 for s in stride) else _contiguous_stride(shape)
+    return _span_elements(tuple(shape), tuple(stride)) * torch.empty((), dtype=dtype).element_size() + ALIGN_BYTES
+
+
+def nested_bytes(value: Any) -> int:
+    """Arena bytes a nested structure of tensors needs."""
+    return sum(tensor_bytes(tuple(t.shape), t.dtype, tuple(t.stride())) for t in iter_tensors(value))
+
+
+def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from iter_tensors(item)
+    elif isinstance(value, dict):
+        for key in sorted(value):
+            yield from iter_tensors(value[key])
+
+
+def share(arena: Arena, value: Any) -> tuple[Any, Any]:
+    """Copy a nested structure's tensors into the arena: (the arena copy, its descriptor).
+
+    A descriptor mirrors the structure: ``{"tensor": {...}}`` for a tensor, lists for lists and tuples,
+    ``{"value": x}`` for anything else (ints, floats, None: what KernelBench inputs hold beside tensors).
+    """
+    if isinstance(value, torch.Tensor):
+        tensor, desc = arena.empty(tuple(value.shape), value.dtype, tuple(value.stride()))
+        tensor.copy_(value)
+        return tensor, {"tensor": desc, "requires_grad": bool(value.requires_grad)}
+    if isinstance(value, list | tuple):
+        pairs = [share(arena, item) for item in value]
+        return type(value)(p[0] for p in pairs), {"seq": [p[1] for p in pairs], "tuple": isinstance(value, tuple)}
+    return value, {"value": value}
+
+
+class ArenaView:
+    """The candidate process's side: the arena mapped, descriptors turned into tensors (views, no copies)."""
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self._buffer: torch.Tensor | None = None
+
+    def attach(self, handle: dict[str, Any]) -> None:
+        if handle["generation"] == self.generation:
+            return
+        if "cuda" in handle:
+            self._buffer = handle["cuda"]
+        else:
+            self._buffer = torch.from_file(handle["path"], shared=True, size=int(handle["size"]), dtype=torch.uint8)
+        self.generation = handle["generation"]
+
+    def tensor(self, desc: dict[str, Any]) -> torch.Tensor:
+        assert self._buffer is not None, "arena not attached"
+        dtype = DTYPES[desc["dtype"]]
+        element = torch.empty((), dtype=dtype).element_size()
+        start, nbytes = int(desc["offset"]), int(desc["nbytes"])
+        region = self._buffer[start:start + max(nbytes, element)].view(dtype)
+        return region.as_strided(tuple(desc["shape"]), tuple(desc["stride"]))
+
+    def build(self, desc: Any) -> Any:
+        if "tensor" in desc:
+            return self.tensor(desc["tensor"])
+        if "seq" in desc:
+            items = [self.build(d) for d in desc["seq"]]
+            return tuple(items) if desc.get("tuple") else items
+        return desc["value"]

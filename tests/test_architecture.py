@@ -1,0 +1,223 @@
+"""The floors of the code (docs/architecture.md), derived from its own imports, so the layering stays true.
+
+Each top-level folder is placed at its import path (``search/`` is ``evoforge.search``...), every ``import``
+statement is read (at module level or inside a function: a lazy import is still an import), and the graph is
+held to two rules: no module imports one of a higher floor (the engine never imports the face), and there is no
+import circle other than a registry loading its own members.
+
+``python -m tests.test_architecture`` prints the floors and what each package imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FOLDERS = {"evoforge": "evoforge", "knowledge": "evoforge.knowledge", "backends": "evoforge.backends",
+           "mutators": "evoforge.mutators", "search": "evoforge.search"}
+# Kernel templates are candidate sources shipped as data: they import what a candidate imports (a CuTe seed
+# imports evoforge.backends.cute to load its CUDA source), and only the chain executes them.
+DATA = ("evoforge.knowledge.templates",)
+
+VOCABULARY = frozenset({"evoforge", "evoforge.core", "evoforge.task"})
+# The face: commands, the campaign driver, reports, ablations, the dashboard. It stands on the engine; nothing
+# of the engine imports it. Each subsystem's command module (``knowledge/cli.py``...) is face too.
+FACE = frozenset({"evoforge.cli", "evoforge.campaign_cli", "evoforge.experiments_cli", "evoforge.campaign",
+                  "evoforge.config", "evoforge.export", "evoforge.progress", "evoforge.report", "evoforge.ablation",
+                  "evoforge.ablation_stats", "evoforge.dashboard"})
+# What each floor may import (besides itself); mutators and backends stand side by side on knowledge.
+MAY_IMPORT = {
+    "vocabulary": set(),
+    "knowledge": {"vocabulary"},
+    "backends": {"vocabulary", "knowledge"},
+    "mutators": {"vocabulary", "knowledge"},
+    "search": {"vocabulary", "knowledge", "backends", "mutators"},
+    "face": {"vocabulary", "knowledge", "backends", "mutators", "search"},
+}
+# A registry may import the members it registers (which import it back for its decorator): the one circle allowed.
+REGISTRIES = {
+    "evoforge.backends.base": {"evoforge.backends.cuda", "evoforge.backends.interpreter",
+                               "evoforge.backends.replay", "evoforge.backends.xpu"},
+    "evoforge.search.strategies": {"evoforge.search.strategies.bayes", "evoforge.search.strategies.default",
+                                   "evoforge.search.strategies.evolution",
+                                   "evoforge.search.strategies.random_search"},
+}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = list(path.relative_to(REPO / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package, *parts])
+            if not name.startswith(DATA):
+                out[name] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of the code base it imports (any import statement anywhere in the file)."""
+    mods = modules()
+
+    def known(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        is_package = path.name == "__init__.py"
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(filter(None, (known(a.name) for a in node.names)))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = name.split(".") if is_package else name.split(".")[:-1]
+                    parent = parent[: len(parent) - node.level + 1]
+                    base = ".".join(parent + ([node.module] if node.module else []))
+                for alias in node.names:  # ``from evoforge import knowledge`` imports evoforge.knowledge
+                    full = f"{base}.{alias.name}"
+                    target = full if full in mods else known(base)
+                    if target:
+                        targets.add(target)
+        targets.discard(name)
+        graph[name] = targets
+    return graph
+
+
+def floor(module: str) -> str:
+    if module in VOCABULARY:
+        return "vocabulary"
+    if module in FACE or module.endswith(".cli"):
+        return "face"
+    package = module.split(".")[1]
+    if package in MAY_IMPORT:
+        return package
+    raise AssertionError(f"{module}: on no floor; add it to FACE or VOCABULARY in tests/test_architecture.py "
+                         "and to docs/architecture.md")
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_stands_on_its_floor_or_lower() -> None:
+    graph = import_graph()
+    wrong = [f"{m} ({floor(m)}) imports {t} ({floor(t)})" for m, targets in sorted(graph.items())
+             for t in sorted(targets) if floor(t) != floor(m) and floor(t) not in MAY_IMPORT[floor(m)]]
+    assert not wrong, "imports against the floors (docs/architecture.md):\n" + "\n".join(wrong)
+
+
+def test_the_engine_never_imports_the_face() -> None:
+    graph = import_graph()
+    up = [f"{m} imports {t}" for m, targets in sorted(graph.items()) if floor(m) != "face"
+          for t in sorted(targets) if floor(t) == "face"]
+    assert not up, "\n".join(up)
+
+
+def test_no_import_circle_but_a_registry_loading_its_members() -> None:
+    graph = import_graph()
+    without_registry_loads = {m: {t for t in targets if t not in REGISTRIES.get(m, ())}
+                              for m, targets in graph.items()}
+    assert cycles(without_registry_loads) == []
+    for registry, members in REGISTRIES.items():  # the allowlist names real edges, not stale ones
+        assert members <= graph[registry], f"{registry} no longer loads {sorted(members - graph[registry])}"
+
+
+def test_the_graph_is_read_from_the_code() -> None:
+    """The reader sees lazy imports and ``from package import module`` (a reader that saw nothing passes all)."""
+    graph = import_graph()
+    assert FACE | VOCABULARY <= set(graph), f"no such module: {sorted((FACE | VOCABULARY) - set(graph))}"
+    assert "evoforge.backends.cuda" in graph["evoforge.backends.base"]  # lazy, inside _load_builtin
+    assert "evoforge.knowledge" in graph["evoforge.mutators.rules"]  # from evoforge import knowledge
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_nothing_outside_backends_branches_on_a_backend_name() -> None:
+    """Backend-specific set-up belongs to the backend (``evaluation_process``, ``device_count``), not to callers."""
+    names = {"cuda", "xpu", "interpreter", "replay"}
+    found = []
+    for module, path in modules().items():
+        if module.startswith("evoforge.backends"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    consts = [side, *getattr(side, "elts", [])]
+                    if any(isinstance(c, ast.Constant) and c.value in names for c in consts):
+                        found.append(f"{module}:{node.lineno}")
+    assert not found, f"branches on a backend's name: {found}"
+
+
+def test_docs_architecture_names_what_the_code_has() -> None:
+    """docs/architecture.md lists every face module and points to conformance suites that exist."""
+    import re
+
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`(evoforge(?:\.\w+)*)`", doc))
+    assert FACE - named == set(), f"face modules missing from docs/architecture.md: {sorted(FACE - named)}"
+    paths = set(re.findall(r"`((?:tests|backends|mutators|search|knowledge|evoforge)/[\w/]+\.(?:py|yaml|md))`", doc))
+    missing = sorted(p for p in paths if not (REPO / p).exists())
+    assert not missing, f"docs/architecture.md names files that do not exist: {missing}"
+    assert {"test_conformance.py", "test_store_conformance.py", "test_llm_client_conformance.py"} <= {
+        Path(p).name for p in paths}
+
+
+def main() -> None:
+    graph = import_graph()
+    by_floor: dict[str, list[str]] = defaultdict(list)
+    for m in graph:
+        by_floor[floor(m)].append(m)
+    for name in MAY_IMPORT:
+        print(f"{name}: {', '.join(sorted(by_floor[name]))}")
+    edges: dict[tuple[str, str], int] = defaultdict(int)
+    for m, targets in graph.items():
+        for t in targets:
+            if floor(m) != floor(t):
+                edges[floor(m), floor(t)] += 1
+    print()
+    for (a, b), n in sorted(edges.items()):
+        print(f"{a} -> {b}: {n} import(s)")
+
+
+if __name__ == "__main__":
+    main()
