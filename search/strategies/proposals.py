@@ -8,7 +8,7 @@ from typing import Any
 from evoforge.search.base import Proposal
 from evoforge.search.strategies.space import ParamSpace
 
-from evoforge.core import Candidate, EvalResult
+from evoforge.core import Candidate, EvalResult, EvalStatus
 
 
 def params_proposal(parent: Candidate, space: ParamSpace, idx: tuple[int, ...], *, operator: str = "params",
@@ -37,11 +37,12 @@ class FailureKind(enum.StrEnum):
     PROPERTY = "property"
 
 
-_PROPERTY_STATUSES = frozenset({"incorrect", "rejected", "implausible", "crashed", "timeout"})
+_PROPERTY_STATUSES = frozenset({EvalStatus.INCORRECT, EvalStatus.REJECTED, EvalStatus.IMPLAUSIBLE, EvalStatus.CRASHED,
+                                EvalStatus.TIMEOUT})
 
 
 def failure_kind(result: EvalResult) -> FailureKind | None:
     """None for a correct, timed run; else the kind of failure its status names."""
     if runtime_of(result) is not None:
         return None
-    return FailureKind.PROPERTY if str(result.status) in _PROPERTY_STATUSES else FailureKind.RESOURCE
+    return FailureKind.PROPERTY if EvalStatus(result.status) in _PROPERTY_STATUSES else FailureKind.RESOURCE

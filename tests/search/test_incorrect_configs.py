@@ -32,7 +32,7 @@ SPLIT_SPACE = {"BLOCK": [64, 128, 256], "warps": [4, 8], "SPLIT": ["bf16x3", "tf
 
 
 def test_an_incorrect_result_is_a_property_of_the_config_and_out_of_resources_a_size_boundary() -> None:
-    for status in ("incorrect", "rejected", "crashed", "timeout"):
+    for status in ("incorrect", "rejected", "implausible", "crashed", "timeout"):
         assert failure_kind(EvalResult.failure(EvalStatus(status), "x")) is FailureKind.PROPERTY
     for status in ("compile_error", "invalid", "runtime_error"):
         assert failure_kind(EvalResult.failure(EvalStatus(status), "x")) is FailureKind.RESOURCE
