@@ -1,6 +1,6 @@
 """Benchmark of the search strategies on tuning landscapes (CPU replay of recorded timings).
 
-    .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [LANDSCAPE.json ...]
+    .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [--only default] [LANDSCAPE.json ...]
 
 Writes experiments/results/search/search_bench.{md,json}: for every registered strategy (and the Optuna samplers
 behind ``bayes``: TPE, CMA-ES), every landscape and batch size, the probability of finding a config within 2% of
@@ -54,6 +54,7 @@ def _cell(args: tuple[str, str, int, bool, int]) -> dict:
     res = search_bench(path, budget=BUDGET, repeats=repeats, strategy=strategy, batch=batch, baseline=None,
                        checkpoints=CHECKPOINTS, kb=kb)
     res["wall_s"] = round(time.perf_counter() - t0, 1)
+    res["commit"] = _commit()
     return res
 
 
@@ -100,7 +101,7 @@ def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
              "found / exhaustive best after 30. Batch 4: four proposals in flight, finishing in random order. One "
              f"{BUDGET}-evaluation search per seed, read after 20, 30 and 50.", "",
              f"Run {meta['date']} on {meta['machine']}, Python {meta['python']}, Optuna {meta['optuna']}, cmaes "
-             f"{meta['cmaes']}, numpy {meta['numpy']}, evoforge commit {meta['commit']}; "
+             f"{meta['cmaes']}, numpy {meta['numpy']}, {_commits_line(meta, results)}; "
              "`experiments/benchmarks/search_bench.py`.", ""]
     by_landscape: dict[str, list[dict]] = {}
     for r in results:
@@ -128,6 +129,37 @@ def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _commits_line(meta: dict, results: list[dict]) -> str:
+    """Which commit measured which rows: one, or (after ``--only``) the rows re-run and the rows kept."""
+    by_commit: dict[str, list[str]] = {}
+    for r in results:
+        name = LABELS.get(r["strategy"], r["strategy"])
+        rows = by_commit.setdefault(r.get("commit", meta["commit"]), [])
+        if name not in rows:
+            rows.append(name)
+    if len(by_commit) == 1:
+        return f"evoforge commit {next(iter(by_commit))}"
+    kept = meta.get("kept_from", {})
+    parts = [f"{', '.join(names)} at commit {c}" + (f" (kept from the run of {kept[c]})" if c in kept else "")
+             for c, names in by_commit.items()]
+    return "evoforge " + "; ".join(parts)
+
+
+def _kept_rows(out: Path, only: list[str], repeats: int) -> tuple[list[dict], dict]:
+    """The rows of the earlier run in ``out`` whose strategy ``--only`` does not re-run, and its meta."""
+    path = out / "search_bench.json"
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{path}: --only keeps the other rows of an earlier run, and it cannot be read ({exc}); "
+                         "run without --only") from None
+    if earlier["meta"]["repeats"] != repeats:
+        raise SystemExit(f"{path}: the earlier run has {earlier['meta']['repeats']} repeats, not {repeats}; "
+                         f"pass --repeats {earlier['meta']['repeats']} or run without --only")
+    rows = [{"commit": earlier["meta"]["commit"], **r} for r in earlier["results"] if r["strategy"] not in only]
+    return rows, earlier["meta"]
+
+
 def _commit() -> str:
     import subprocess
 
@@ -144,19 +176,41 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "search")
+    ap.add_argument("--only", action="append", default=[], metavar="STRATEGY",
+                    help="re-run only this strategy's rows (repeatable) and keep the others from the earlier "
+                         "search_bench.json in --out; each row says which commit measured it")
     args = ap.parse_args()
+    known = {s for s, _, _ in STRATEGIES}
+    if any(o not in known for o in args.only):
+        print(f"--only {[o for o in args.only if o not in known]}: choose from {sorted(known)}", file=sys.stderr)
+        return 2
     landscapes = args.landscapes or default_landscapes()
     for path in landscapes:
         if not path.is_file():
             print(f"{path}: landscape file not found", file=sys.stderr)
             return 2
     kinds = {p.name: _kind(p) for p in landscapes}
+    kept, earlier = [], None
+    if args.only:
+        try:
+            kept, earlier = _kept_rows(args.out, args.only, args.repeats)
+            kept = [r for r in kept if r["landscape"] in kinds]
+        except SystemExit as exc:
+            print(exc, file=sys.stderr)
+            return 2
     cells = [(str(p), s, b, kb, args.repeats) for p in landscapes for s, b, kb in STRATEGIES
-             if not kb or _has_unsafe(p)]
+             if (not kb or _has_unsafe(p)) and (not args.only or s in args.only)]
     with ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(_cell, cells))
+        fresh = list(pool.map(_cell, cells))
+    order = {(Path(p).name, s, b, kb): n for n, (p, s, b, kb, _) in enumerate(
+        (str(p), s, b, kb, 0) for p in landscapes for s, b, kb in STRATEGIES)}
+    results = sorted(kept + fresh, key=lambda r: order.get(
+        (r["landscape"], r["strategy"], r["batch"], bool(r.get("kb"))), len(order)))
     meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "budget": BUDGET,
             "checkpoints": list(CHECKPOINTS), "repeats": args.repeats, "commit": _commit(), **_versions()}
+    if earlier is not None:
+        meta["only"] = args.only
+        meta["kept_from"] = {earlier["commit"]: earlier["date"]}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "search_bench.json").write_text(json.dumps({"meta": meta, "kinds": kinds, "results": results},
                                                            indent=1) + "\n")
