@@ -137,6 +137,13 @@ def reference(a, b):
     return torch.matmul(a, b)
 
 
+def float64_references(inputs, round_significand: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """The float64 result, and the chain's yardstick for an fp32 output: the float64 result on inputs rounded to
+    the 16 significant bits a 3-pass split keeps (backends/chain.py passes both to compare_outputs)."""
+    return (reference(*(t.double() for t in inputs)),
+            reference(*(t.double() for t in round_significand(list(inputs)))))
+
+
 # --- compile ahead (worker processes) --------------------------------------------------------------------------
 _WORKER: dict[str, Any] = {}
 
@@ -240,9 +247,7 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
     size = SMOKE_SIZE if smoke else spec.size
     inputs = make_inputs(spec, size, device)
     expected = reference(*inputs)
-    ref64 = reference(*(t.double() for t in inputs))
-    # The chain's yardstick for an fp32 output: float64 on inputs rounded to a 3-pass split's precision.
-    rounded64 = reference(*(t.double() for t in comparator.round_significand(list(inputs))))
+    references = float64_references(inputs, comparator.round_significand)
     baseline = None
     if not smoke:
         from triton.testing import do_bench
@@ -270,7 +275,7 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
             rows.append({**cfg, **{k: v for k, v in first.items() if k not in cfg},
                          "same_as": {k: first[k] for k in cfg}})
             continue
-        row = {**cfg, **measure(module, cfg, inputs, expected, (ref64, rounded64), compare, smoke=smoke)}
+        row = {**cfg, **measure(module, cfg, inputs, expected, references, compare, smoke=smoke)}
         rows.append(row)
         measured[key] = row
         if not smoke and row["ms"] is None and not device_alive():

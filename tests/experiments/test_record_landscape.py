@@ -57,3 +57,38 @@ def test_configs_that_build_one_kernel_share_one_measurement(smoke: Path) -> Non
     for r in shared:
         first = next(m for m in rows if all(m[k] == v for k, v in r["same_as"].items()) and "same_as" not in m)
         assert (r["ms"], r["status"]) == (first["ms"], first["status"])
+
+
+def _recorder():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("record_landscape_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("bits", "status"), [(16, "ok"), (11, "incorrect")])
+def test_an_fp32_result_is_judged_as_the_chain_judges_it(bits: int, status: str) -> None:
+    """A 3-pass split keeps 16 significant bits of each fp32 input and the chain passes it; plain TF32 keeps 11
+    and fails. The recorder must give the chain's verdict, or its landscape teaches the search a false cause."""
+    import types
+
+    import torch
+    from evoforge.backends import compare
+
+    recorder = _recorder()
+    gen = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(256, 512, generator=gen), torch.randn(512, 256, generator=gen))
+
+    class ModelNew(torch.nn.Module):
+        def forward(self, a, b):  # the dot at the precision of a kernel that keeps ``bits`` of each input
+            a, b = compare.round_significand([a, b], bits)
+            return (a.double() @ b.double()).float()
+
+    template = types.SimpleNamespace(PARAMS={}, ModelNew=ModelNew)
+    references = recorder.float64_references(inputs, compare.round_significand)
+    row = recorder.measure(template, {}, inputs, recorder.reference(*inputs), references, compare.compare_outputs,
+                           smoke=True)
+    assert row["status"] == status, row
