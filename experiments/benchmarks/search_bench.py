@@ -178,7 +178,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "search")
     ap.add_argument("--only", action="append", default=[], metavar="STRATEGY",
                     help="re-run only this strategy's rows (repeatable) and keep the others from the earlier "
-                         "search_bench.json in --out; each row says which commit measured it")
+                         "search_bench.json in --out (a landscape it lacks gets every strategy); each row says "
+                         "which commit measured it")
     args = ap.parse_args()
     known = {s for s, _, _ in STRATEGIES}
     if any(o not in known for o in args.only):
@@ -198,8 +199,9 @@ def main() -> int:
         except SystemExit as exc:
             print(exc, file=sys.stderr)
             return 2
+    measured = {r["landscape"] for r in kept}  # a landscape new since the earlier run gets every strategy
     cells = [(str(p), s, b, kb, args.repeats) for p in landscapes for s, b, kb in STRATEGIES
-             if (not kb or _has_unsafe(p)) and (not args.only or s in args.only)]
+             if (not kb or _has_unsafe(p)) and (not args.only or s in args.only or p.name not in measured)]
     with ProcessPoolExecutor(args.workers) as pool:
         fresh = list(pool.map(_cell, cells))
     order = {(Path(p).name, s, b, kb): n for n, (p, s, b, kb, _) in enumerate(
