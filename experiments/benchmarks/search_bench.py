@@ -46,15 +46,15 @@ def default_landscapes() -> list[Path]:
     return [p for p in SHARED if p.is_file()] + sorted(COMMITTED.glob("*.json"))
 
 
-def _cell(args: tuple[str, str, int, bool, int]) -> dict:
+def _cell(args: tuple[str, str, int, bool, int, str]) -> dict:
     from evoforge.search.bench import search_bench
 
-    path, strategy, batch, kb, repeats = args
+    path, strategy, batch, kb, repeats, commit = args
     t0 = time.perf_counter()
     res = search_bench(path, budget=BUDGET, repeats=repeats, strategy=strategy, batch=batch, baseline=None,
                        checkpoints=CHECKPOINTS, kb=kb)
     res["wall_s"] = round(time.perf_counter() - t0, 1)
-    res["commit"] = _commit()
+    res["commit"] = commit  # the checkout's commit when the run started: later commits do not relabel it
     return res
 
 
@@ -200,16 +200,17 @@ def main() -> int:
             print(exc, file=sys.stderr)
             return 2
     measured = {r["landscape"] for r in kept}  # a landscape new since the earlier run gets every strategy
-    cells = [(str(p), s, b, kb, args.repeats) for p in landscapes for s, b, kb in STRATEGIES
+    commit = _commit()
+    cells = [(str(p), s, b, kb, args.repeats, commit) for p in landscapes for s, b, kb in STRATEGIES
              if (not kb or _has_unsafe(p)) and (not args.only or s in args.only or p.name not in measured)]
     with ProcessPoolExecutor(args.workers) as pool:
         fresh = list(pool.map(_cell, cells))
-    order = {(Path(p).name, s, b, kb): n for n, (p, s, b, kb, _) in enumerate(
-        (str(p), s, b, kb, 0) for p in landscapes for s, b, kb in STRATEGIES)}
+    order = {(p.name, s, b, kb): n for n, (p, s, b, kb) in enumerate(
+        (p, s, b, kb) for p in landscapes for s, b, kb in STRATEGIES)}
     results = sorted(kept + fresh, key=lambda r: order.get(
         (r["landscape"], r["strategy"], r["batch"], bool(r.get("kb"))), len(order)))
     meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "budget": BUDGET,
-            "checkpoints": list(CHECKPOINTS), "repeats": args.repeats, "commit": _commit(), **_versions()}
+            "checkpoints": list(CHECKPOINTS), "repeats": args.repeats, "commit": commit, **_versions()}
     if earlier is not None:
         meta["only"] = args.only
         meta["kept_from"] = {earlier["commit"]: earlier["date"]}
