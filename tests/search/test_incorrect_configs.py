@@ -115,6 +115,35 @@ def test_the_knowledge_base_names_unsafe_values_by_task_dtype_and_the_search_nev
         assert not [c.params for c, _ in history if c.params["SPLIT"] == "none" and c.params["PRECISION"] == "tf32"]
 
 
+def test_the_knowledge_base_calls_unsafe_exactly_the_fp32_dot_precisions_the_judge_rejects() -> None:
+    """The rules and the chain's comparator must agree: a precision the judge admits (a 3-pass split) named unsafe
+    is a fast, correct choice the search never tries. Each precision is emulated on fp32 inputs (TF32: 11
+    significant bits; bf16x3: hi*hi + hi*lo + lo*hi of bf16 parts) and judged as backends/chain.py judges it."""
+    import torch
+    from evoforge.backends import compare
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(128, 2048, generator=gen), torch.randn(2048, 128, generator=gen)
+
+    def bf16_split(x):
+        hi = x.bfloat16().float()
+        return hi.double(), (x - hi).bfloat16().double()
+
+    (ah, al), (bh, bl) = bf16_split(a), bf16_split(b)
+    ta, tb = compare.round_significand([a, b], 11)
+    outputs = {"ieee": a @ b, "tf32": (ta.double() @ tb.double()).float(),
+               "bf16x3": (ah @ bh + ah @ bl + al @ bh).float()}
+    rounded = compare.round_significand([a, b])
+    rejected = {name for name, out in outputs.items() if not compare.compare_outputs(
+        out, a @ b, reference64=lambda: a.double() @ b.double(),
+        rounded64=lambda: rounded[0].double() @ rounded[1].double()).ok}
+    assert rejected == {"tf32"}
+    space = {"INPUT_PRECISION": list(outputs)}
+    assert knowledge.unsafe_values(space, "float32") == [{"INPUT_PRECISION": v} for v in sorted(rejected)]
+    split = {"SPLIT": ["bf16x3", "none"], "PRECISION": list(outputs)}
+    assert knowledge.unsafe_values(split, "float32") == [{"SPLIT": "none", "PRECISION": v} for v in sorted(rejected)]
+
+
 def test_checkpoints_read_one_search_at_several_budgets() -> None:
     res = search_bench(FP32, budget=50, repeats=6, strategy="random", baseline=None, checkpoints=(20, 30, 50))
     p = [res["at"][b]["p_within_2pct"] for b in ("20", "30", "50")]
