@@ -304,6 +304,7 @@ class VerificationChain:
         process: CandidateProcess | None = None
         self._answers = {}
         self._phases: dict[str, float] = {}
+        self._where = "loading the candidate"  # what it was doing, for a crash's message (issue M)
         try:
             budget = _Budget(self.options.timeout_s)
             process = self._start(task, candidate, budget)
@@ -312,7 +313,7 @@ class VerificationChain:
         except _ChainFailure as f:
             result = EvalResult.failure(f.status, str(f), details=f.details)
         except CandidateGone as g:
-            result = EvalResult.failure(g.status, str(g))
+            result = EvalResult.failure(g.status, f"{g} (while {self._where})")
         except Exception as e:  # the judge's own side failed (the reference, the device): start it afresh
             import traceback
 
@@ -484,6 +485,7 @@ class VerificationChain:
         flops: list[int] = []
         with contextlib.ExitStack() as stack:
             for shape_index, (shape, kind) in enumerate(self._shapes(task)):
+                self._where = f"building ModelNew at {f'shape {shape}' if shape else 'the main shape'}"
                 loaded = _Loaded(task, shape, device, opts.seed)
                 key = str(shape_index)
                 if shape_index == 0:
@@ -499,7 +501,8 @@ class VerificationChain:
                         inputs = input_variant(inputs, variant, opts.seed + trial)
                     where = (f"shape {shape} ({'odd size, derived from the task' if kind == 'odd' else 'extra'})"
                              if shape else "the main shape")
-                    where += f", {variant} inputs" if variant else f", trial {trial + 1} of {len(plan)}"
+                    where += f", {variant} inputs" if variant else f", correctness run {trial + 1} of {len(plan)}"
+                    self._where = f"running at {where}"
                     outcome = self._trial(process, budget, loaded, key, inputs, where, watch=True,
                                           reference_ops=reference_ops if trial == 0 else None,
                                           flops=flops if (shape_index == 0 and trial == 0) else None,
@@ -521,6 +524,7 @@ class VerificationChain:
             result: dict[str, Any] = {"status": EvalStatus.OK, "max_abs_err": worst[0], "max_rel_err": worst[1],
                                       "criterion": criterion, "compile_s": compile_s}
             if opts.timing:
+                self._where = "being timed at the main shape"
                 t1 = time.perf_counter()
                 result.update(self._time(process, budget, main, task, flops[0] if flops else 0))
                 after = main.draw_inputs(opts.seed + 3_000_000)
@@ -554,7 +558,7 @@ class VerificationChain:
 
             timings = interleaved_blocks({"ref": self.backend.block_timer(run_reference), "candidate": timer},
                                          budget_ms=self.options.timing_budget_ms,
-                                         **({"max_reps": 20, "min_reps": 3} if not timer.representative else {}))
+                                         **({"max_reps": 8, "min_reps": 2} if not timer.representative else {}))
         timer.check()
         ref_ms, cand_ms = timings["ref"].median_ms, timings["candidate"].median_ms
         representative = timings["candidate"].representative
@@ -674,7 +678,8 @@ class _CandidateTimer:
         self.chain.backend.synchronize()
 
     def block(self, reps: int) -> list[float]:
-        settle_reps, reps = reps, min(reps, self.pool_size)  # the device settles for as long as planned
+        # The device settles for as long as planned; the interpreter has nothing to settle: every call is timed.
+        settle_reps, reps = (reps if self.representative else 0), min(reps, self.pool_size)
         if self._blocks:
             self._refresh()
         self._blocks += 1

@@ -161,12 +161,14 @@ class ReplayBackend:
     @property
     def landscape(self) -> Landscape:
         if self._landscape is None:
-            raise UsageError("--backend replay needs a landscape file (landscape=PATH)")
+            raise UsageError("--backend replay runs no kernel: it serves recorded timings to "
+                             "`evoforge search-bench LANDSCAPE.json`; choose another --backend")
         return self._landscape
 
     def available(self) -> tuple[bool, str]:
         if self._landscape is None:
-            return False, "replay needs a recorded landscape file (landscape=PATH)"
+            return False, ("runs no kernel: it serves timings recorded on a GPU to "
+                           "`evoforge search-bench LANDSCAPE.json` (for eval and run, choose another backend)")
         return True, f"replays {Path(self._landscape.path).name} recorded on {self._landscape.gpu}"
 
     @property

@@ -44,6 +44,11 @@ import torch
 import torch._dynamo  # noqa: F401  (its import re-wraps torch functions such as manual_seed: done before any snapshot)
 import torch.utils.deterministic  # noqa: F401
 import triton  # noqa: F401  (imported by the forkserver before any candidate: Triton's own state is not theirs)
+
+try:  # Triton's interpreter imports its gluon dialect on a kernel's first launch: once here, not per candidate
+    import triton.experimental.gluon.language  # noqa: F401
+except Exception:  # noqa: BLE001  (an older or newer Triton without it)
+    pass
 from evoforge.backends.arena import ArenaView, dtype_name
 from evoforge.backends.guards import LaunchCounter, OpRecorder
 
@@ -229,11 +234,16 @@ class CandidateGuard:
                     for key, member in list(vars(value).items()):
                         if callable(member) or isinstance(member, staticmethod | classmethod | property):
                             self._classes[(value, key)] = id(member)
-        # (namespace dict, key, id, what to call it): one flat list, so a sweep is a few thousand lookups
-        self._watched = [(vars(sys.modules[name]), attr, ident, f"replaces {name}.{attr}")
-                         for (name, attr), ident in self._snapshot.items()]
-        self._watched += [(vars(cls), attr, ident, f"patches {cls.__module__}.{cls.__qualname__}.{attr} (a method "
-                           "of a class it does not own)") for (cls, attr), ident in self._classes.items()]
+        # (namespace, key, the object itself, what to call it): one flat list compared by identity (``is``, never
+        # ``==``, which a replacement could answer), so a sweep is a few thousand lookups
+        self._watched = []
+        for (name, attr) in self._snapshot:
+            namespace = vars(sys.modules[name])
+            self._watched.append((namespace, attr, namespace.get(attr), f"replaces {name}.{attr}"))
+        for (cls, attr) in self._classes:
+            namespace = vars(cls)
+            self._watched.append((namespace, attr, namespace.get(attr), f"patches {cls.__module__}."
+                                  f"{cls.__qualname__}.{attr} (a method of a class it does not own)"))
 
     def baseline_threads(self) -> None:
         self._baseline_threads = set(_listdir("/proc/self/task"))
@@ -327,9 +337,8 @@ class CandidateGuard:
         for name, ident in self._modules.items():
             if id(sys.modules.get(name)) != ident:
                 self._record("tamper", f"replaces the module {name} in sys.modules")
-        for namespace, attr, ident, what in self._watched:
-            if id(namespace.get(attr)) != ident:
-                self._record("tamper", what)
+        for what in [what for namespace, attr, held, what in self._watched if namespace.get(attr) is not held]:
+            self._record("tamper", what)
         if "threads" not in self.allow:
             for tid in set(_listdir("/proc/self/task")) - self._baseline_threads:
                 try:
@@ -615,14 +624,15 @@ class Harness:
         self.kept = []
         launches = LaunchCounter(candidate_file=self.source_file)
         times, joined = [], []
-        settle_reps = max(int(request.get("settle_reps", reps)), reps)
+        warm_reps = int(request.get("settle_reps", reps))  # 0 where times are not representative (nothing settles)
+        settle_reps = max(warm_reps, reps)
         # The timed calls sit evenly among the second half's calls, the rest of which run on the settle set: the
         # device is timed at the state it reaches over the whole block, as a block of repeated calls would be,
         # yet no timed call sees inputs another timed call saw.
         positions = {int((k + 0.5) * settle_reps / reps) for k in range(reps)}
         with self.guard.watching(), torch.no_grad(), launches.active():
             recent: collections.deque[Any] = collections.deque(maxlen=reps + 1)
-            for _ in range(settle_reps):
+            for _ in range(warm_reps):
                 self.backend.flush()
                 recent.append(model(*settle))  # as many outputs alive as the timed half keeps: their memory is
             recent.clear()                      # then in the allocator's cache, not allocated while timed

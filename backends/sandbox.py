@@ -85,6 +85,18 @@ def _signal_name(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
+_SAID: set[str] = set()
+
+
+def _say_uncontained(containment: dict[str, str]) -> None:
+    """Candidates that run uncontained are never so silently: one line on this process's stderr (the user's
+    terminal, or the driver's through Ray's log forwarding), once per reason."""
+    why = containment.get("why", "")
+    if containment.get("mode") == "none" and why not in _SAID:
+        _SAID.add(why)
+        print(f"evoforge: {why}", file=sys.stderr, flush=True)
+
+
 class Sandbox:
     """One evaluation process for one backend; restarted after it dies or hangs."""
 
@@ -124,6 +136,7 @@ class Sandbox:
         self._pending = b""
         line = self._read_line(self.startup_timeout_s)
         self.containment = _parse_line(line).get("containment") or {} if line else {}
+        _say_uncontained(self.containment)
         if not line or not _parse_line(line).get("ready"):
             tail = self._stderr_tail()
             self._kill()

@@ -95,8 +95,6 @@ def main() -> int:
     from evoforge.backends import candidate_process
 
     containment = candidate_process.CONTAINMENT
-    if containment is not None and containment.mode == "none":
-        print(f"evoforge: {containment.why}", file=sys.stderr)
     protocol.write(json.dumps({"ready": True, "pid": os.getpid(),
                                "containment": {"mode": containment.mode, "why": containment.why}
                                if containment is not None else {}}) + "\n")

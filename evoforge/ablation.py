@@ -233,10 +233,10 @@ def run_campaign(config: CampaignConfig, resume: bool, tick: Tick) -> None:
         tick(sum(s.evaluations for s in campaign.tasks.values()), planned)
 
     try:
-        campaign.setup()
-        if resume:
-            campaign.restore()
-        asyncio.run(run_with_ticks())
+        if campaign.start():
+            asyncio.run(run_with_ticks())
+        else:
+            campaign.finish()
     finally:
         campaign.close()
 

@@ -133,9 +133,15 @@ def aggregate(summary: pd.DataFrame, *, p_values: Iterable[float] = P_VALUES,
 
 
 def fast_p_curves(summary: pd.DataFrame, *, confidence: float = 0.95, points: int = 200) -> pd.DataFrame:
-    """fast_p over a grid of thresholds p (0 .. a little past the best speedup), per variant, for plotting."""
-    top = float(summary["best_speedup"].max()) if summary["best_speedup"].notna().any() else 2.0
-    grid = np.unique(np.concatenate([np.linspace(0.0, max(2.0, top * 1.05), points), P_VALUES]))
+    """fast_p over a grid of thresholds p (0 .. a little past the best speedup), per variant, for plotting.
+
+    The grid is dense on a linear and on a logarithmic scale (from half the smallest speedup), so a curve of
+    interpreter speedups (1e-4x) is as visible on a log axis as one of GPU speedups (1-5x)."""
+    speeds = summary["best_speedup"][summary["best_speedup"] > 0]
+    top = float(speeds.max()) if not speeds.empty else 2.0
+    high = max(2.0, top * 1.05)
+    low = min(float(speeds.min()) / 2 if not speeds.empty else 0.5, 0.5)
+    grid = np.unique(np.concatenate([np.linspace(0.0, high, points), np.geomspace(low, high, points), P_VALUES]))
     rows = []
     for variant, df in summary.groupby("variant", sort=False):
         per = {seed: (_correct_speedups(d).to_numpy(), d["correct"].to_numpy(dtype=bool))

@@ -3,6 +3,15 @@
 Asynchronous and steady-state: whenever an evaluator is free, the next child is proposed for the task that
 has budget left; results are told to the strategy and recorded as they finish. Nothing here evaluates code:
 the pool does, in sandboxed processes on Ray actors.
+
+An operator that makes no child (an LLM reply that cannot be used, or that sends the kernel back unchanged) is
+recorded too, under its parent's source and marked ``no_child``: it spent a proposal and tokens. It is not the
+parent's result: the parent keeps its own (a correct kernel stays correct for the operators and the feedback
+delay), and it is no failure the model is shown again.
+
+A strategy steers one proposal through ``Proposal.stage`` and ``Proposal.meta["notes"]`` (both reach the
+operator's context) and knows its child again by ``meta["ticket"]``, stamped on the child and recorded; a
+strategy with a ``decision(candidate)`` method has what it decided about each child recorded beside its trial.
 """
 
 from __future__ import annotations
@@ -10,23 +19,31 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from evoforge.backends.precheck import precheck
-from evoforge.config import CampaignConfig
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
+from evoforge.config import CampaignConfig, validate_config
+from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
 from evoforge.mutators.registry import PARAMS, family_of
 from evoforge.search.base import Proposal, Store, Strategy
 from evoforge.search.cache import ResultCache
-from evoforge.search.store import OptunaStore, atomic_write
+from evoforge.search.store import OptunaStore, atomic_write, redact_url
 from evoforge.task import Task, read_candidate_file
 
 log = logging.getLogger("evoforge.campaign")
+
+#: what an operator wrote in a child's meta that the record keeps as trial attributes (prompt and reply go to
+#: artifacts, tokens and model are the store's own)
+RECORDED_META = ("no_child", "ticket", "reply_problem", "reply_kind", "finish_reason", "feedback",
+                 "repair_attempts", "repaired_status", "repair_error", "stages_done")
+GENERATE = "llm-generate"
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,8 @@ class TaskState:
     history: list[tuple[Candidate, EvalResult]] = field(default_factory=list)
     statuses: Counter[str] = field(default_factory=Counter)
     correct_steps: dict[str, int] = field(default_factory=dict)  # candidate id -> correct steps in its lineage
+    results: dict[str, EvalResult] = field(default_factory=dict)  # candidate id -> its evaluation (no no-child)
+    proposals: int = 0  # children asked of operators so far (each gets its own context seed)
     in_flight: int = 0
     first_correct_at: int | None = None
     illegal_skipped: int = 0  # parameter proposals outside the knowledge base's legal space
@@ -54,6 +73,11 @@ class TaskState:
     @property
     def evaluations(self) -> int:
         return len(self.history)
+
+    @property
+    def seed_is_reference(self) -> bool:
+        """No kernel to start from: the task's reference stands in, and the first kernel is generated."""
+        return bool(self.seed.meta.get("reference"))
 
     def best(self) -> tuple[Candidate, EvalResult] | None:
         ok = [(c, r) for c, r in self.history if r.ok and r.speedup is not None and not r.below_floor]
@@ -72,11 +96,27 @@ class TaskState:
         return tuple(out)
 
 
+def _stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 class Campaign:
-    def __init__(self, config: CampaignConfig, *, resume: bool = False, progress: bool = True) -> None:
+    """One campaign: ``prepare`` (everything that can fail on the user's input, before anything starts),
+    ``restore`` (on ``--resume``), ``start_pool`` (Ray and the evaluators), ``run``, ``finish``, ``close``.
+    ``start`` does the first three in order and says whether there is anything left to do.
+
+    ``say`` gets one line at each step a user waits on (Ray's start-up, a resume with nothing to do); the
+    default prints to stderr when ``progress`` is on.
+    """
+
+    def __init__(self, config: CampaignConfig, *, resume: bool = False, progress: bool = True,
+                 say: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.resume = resume
         self.progress = progress
+        self.say = say or (_stderr_line if progress else (lambda text: None))
+        self.stopped: dict[str, str] = {}  # task -> why it stopped before its budget
+        self._submitted: dict[str, float] = {}  # worker tag -> when its evaluation was handed over (epoch s)
         self.run_dir = config.run_dir()
         self.started = time.monotonic()
         self.tasks: dict[str, TaskState] = {}
@@ -101,10 +141,17 @@ class Campaign:
                              floor_passes=tc.floor_passes)
             if tc.floor_passes is None and (passes := template_floor_passes(task)) is not None:
                 task = replace(task, floor_passes=passes)
+            self._check_inputs(task)
             seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task)
+            if seed_path is None and GENERATE in self.mutators:
+                # The first kernel is written from the reference: the reference is the lineage's start (never
+                # evaluated as a candidate).
+                out.append((task, Candidate(source=task.source, task=task.name, operator="reference",
+                                            meta={"reference": True})))
+                continue
             if seed_path is None:
-                raise UsageError(f"task {task.name}: no seed kernel (give --seed-kernel FILE or seed_kernel = "
-                                 "\"...\" in its [[tasks]] entry; no shipped template serves this task)")
+                out.append((task, self._inductor_seed(task)))
+                continue
             source = read_candidate_file(str(seed_path), flag="--seed-kernel")
             try:
                 compile(source, str(seed_path), "exec")
@@ -112,9 +159,80 @@ class Campaign:
                 raise UsageError(f"--seed-kernel {seed_path}: not valid Python (line {e.lineno}: {e.msg})") from None
             if "ModelNew" not in source:
                 raise UsageError(f"--seed-kernel {seed_path}: defines no ModelNew (a candidate module must)")
-            out.append((task, Candidate.from_source(source, task=task.name, operator="seed",
-                                                    meta={"seed_file": str(seed_path)})))
+            out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)})))
         return out
+
+    def _check_inputs(self, task: Task) -> None:
+        """Shapes the task cannot draw inputs at are the user's mistake (one line, now); inputs far too big for
+        the backend get a warning before minutes pass with nothing recorded."""
+        from evoforge.backends.task_inputs import check_task_inputs, size_warning
+
+        size = check_task_inputs(task)
+        warning = size_warning(task, size, host=self.backend.device_count() == 0, backend=self.backend.name)
+        if warning:
+            log.warning(warning)
+
+    def _inductor_seed(self, task: Task) -> Candidate:
+        """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured in a process
+        of its own on the campaign's device; where Inductor's code cannot be a candidate, one line says why."""
+        import subprocess
+        import sys
+
+        from evoforge.mutators.inductor_seed import (
+            INDUCTOR_SEED,
+            InductorCapture,
+            NoInductorSeed,
+            seed_from_capture,
+        )
+
+        folder = self.run_dir / "seeds"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = task.name.replace("/", "_")
+        captured = folder / f"{stem}.inductor.json"
+        if not captured.exists():
+            device = str(self.backend.device).split(":")[0]
+            log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
+            try:
+                proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", task.path, device,
+                                       str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
+                                      timeout=max(600.0, self.config.timeout_s))
+            except subprocess.TimeoutExpired:
+                return self._no_seed(task, "torch.compile did not finish within 600 s")
+            if proc.returncode != 0 or not captured.exists():
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+                return self._no_seed(task, f"capturing torch.compile's code failed ({tail})")
+        data = json.loads(captured.read_text())
+        if "no_seed" in data:
+            return self._no_seed(task, data["no_seed"])
+        try:
+            source = seed_from_capture(InductorCapture.from_json(captured.read_text()), allow_ops=task.allow_ops)
+        except NoInductorSeed as e:
+            return self._no_seed(task, str(e))
+        seed_file = folder / f"{stem}.py"
+        atomic_write(seed_file, source)
+        rule = "vendor ops allowed: " + ", ".join(task.allow_ops) if task.allow_ops else "strict"
+        return Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED,
+                                     meta={"seed_file": str(seed_file), "compute_rule": rule})
+
+    def _no_seed(self, task: Task, reason: str) -> Candidate:
+        """No template, and no Inductor seed: the campaign cannot start this task; one line says why and what to
+        give instead."""
+        raise UsageError(f"task {task.name}: no seed kernel: no shipped template serves this task and "
+                         f"torch.compile's code cannot be one ({reason}); give --seed-kernel FILE (or seed_kernel "
+                         "in its [[tasks]] entry), or add llm-generate to --operators with an LLM endpoint")
+
+    def _seed_candidate(self, task: Task, source: str, meta: dict[str, Any]) -> Candidate:
+        """The seed as given, or, when it declares no SPACE, with its launch constants lifted into one
+        (``lifted-seed``): a plain kernel still gives parameter moves and the rule operators something to tune."""
+        from evoforge.mutators.lift import LIFTED_SEED, describe_lift, lift_launch_constants
+
+        lifted = lift_launch_constants(source, arch=self.config.arch if self.config.knowledge else None)
+        if lifted is None:
+            return Candidate.from_source(source, task=task.name, operator="seed", meta=meta)
+        log.warning("task %s: the seed declares no SPACE; lifted its launch constants into one (%s)", task.name,
+                    lifted.describe())
+        return Candidate.from_source(lifted.source, task=task.name, operator=LIFTED_SEED,
+                                     meta={**meta, **describe_lift(lifted)})
 
     def _make_mutators(self, arch: str) -> dict[str, Mutator]:
         """The operators the config names, from the one registry; the LLM client only when a model is set."""
@@ -129,52 +247,122 @@ class Campaign:
         return build_operators(self.config.operators, settings)
 
     def _strategy(self, seed: Candidate, operators: list[str], index: int) -> Strategy:
-        from evoforge.search.strategies import get_strategy
+        from evoforge.search.strategy_spec import build_strategy
 
-        return get_strategy(self.config.strategy, seed=self.config.seed * 1000 + index, operators=operators,
-                            initial=(seed,))
+        return build_strategy(self.config.strategy, seed=self.config.seed * 1000 + index, operators=operators,
+                              initial=(seed,), options=self.config.strategy_options)
 
     def setup(self) -> None:
+        """``prepare`` and ``start_pool``: ready to ``run`` (or ``restore`` first, on a resume)."""
+        self.prepare()
+        self.start_pool()
+
+    def start(self) -> bool:
+        """Prepare, restore a resumed campaign, and start the evaluators if any task has budget left.
+
+        Returns False, with the pool never started (no Ray start-up to wait for), when there is nothing to do:
+        a resumed campaign that already has its budget. ``finish`` then gives its summary.
+        """
+        self.prepare()
+        if self.resume:
+            restored = self.restore()
+            if not self.has_work():
+                self.say(f"campaign {self.config.name}: nothing to do, {self._why_done()} ({restored} evaluations "
+                         f"recorded in {self.run_dir}); raise --budget-evals or --budget-minutes to go on")
+                return False
+        self.start_pool()
+        return True
+
+    def has_work(self) -> bool:
+        return any(self._wants_more(s) for s in self.tasks.values())
+
+    def _why_done(self) -> str:
+        if self.out_of_time():
+            return f"its time budget ({self.config.budget_minutes:g} minutes) is spent"
+        return f"every task has its {self.config.budget_evals} evaluations"
+
+    def prepare(self) -> None:
+        """Everything that can fail on what the user gave (config, strategy, backend, operators, tasks and their
+        shapes, the record's studies), checked before anything is written that would make a corrected retry
+        look like a second campaign: ``config.json`` is written by ``start_pool``, once the evaluators start."""
         from evoforge.backends.base import available_backend
         from evoforge.backends.chain import ChainOptions
-        from evoforge.search.pool import EvalPool, init_ray, pool_shape
 
         cfg = self.config
         if not self.resume and (self.run_dir / "config.json").exists():
             raise UsageError(f"--out {self.run_dir}: already holds a campaign; continue it with "
                              f"`evoforge run --resume {self.run_dir}`, or choose another --out")
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        validate_config(cfg, "config")
         backend = available_backend(cfg.backend, arch=cfg.arch or None)
         self.backend = backend
         if cfg.backend == "auto":
             cfg.backend = backend.name
         cfg.arch = cfg.arch or backend.arch
-        # Before the config is written: a retry after an operator that cannot be built is not told the run
-        # directory already holds a campaign.
         self.mutators = self._make_mutators(cfg.arch)
         pairs = self._load_tasks()
-        self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
-        cfg.write(self.run_dir / "config.json")
-        options = ChainOptions(trials=cfg.trials, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
-        self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
-                                 backend=backend.name, arch=cfg.arch, options=options.to_dict())
         operators = [PARAMS, *self.mutators] if PARAMS in cfg.operators else list(self.mutators)
+        states = []
         for i, (task, seed) in enumerate(pairs):
             # Operators that can act on the seed's structure (LLM operators can act on any).
             usable = [op for op in operators if op == PARAMS or family_of(op) == "llm"
                       or self.mutators[op].applicable(seed, None)]
-            self.tasks[task.name] = TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed)
-            self.store.study(task.name)
-        workers, num_gpus = pool_shape(backend, workers=cfg.workers, per_device=cfg.evaluators_per_device)
+            if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
+                usable = [op for op in usable if family_of(op) == "llm"]
+            states.append(TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
+        if not self.resume:
+            self._refuse_studies_of_another_run([s.task.name for s in states])
+        for state in states:
+            self.tasks[state.task.name] = state
+            study = self.store.study(state.task.name)
+            if "run_dir" not in study.user_attrs:
+                study.set_user_attr("run_dir", str(self.run_dir.resolve()))
+        options = ChainOptions(trials=cfg.correctness_runs, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
+        self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
+                                 backend=backend.name, arch=cfg.arch, options=options.to_dict())
+        self._options = options
+
+    def _refuse_studies_of_another_run(self, task_names: list[str]) -> None:
+        """A new campaign never records into studies that already hold trials: with a shared ``--storage`` and
+        the same name, its trials would land in another campaign's studies and its report count them. As
+        ``optuna.create_study`` refuses a duplicate name unless told to load it, this refuses unless resumed."""
+        assert self.store is not None
+        for name in task_names:
+            held, attrs = self.store.existing(name)
+            if not held:
+                continue
+            other = attrs.get("run_dir")
+            where = (f"the record {self.run_dir / 'optuna.db'}" if not self.config.storage
+                     else f"--storage {redact_url(self.config.storage)}")
+            raise UsageError(
+                f"{where} already holds study {self.store.study_name(name)!r} with {held} trial(s)"
+                + (f" (run directory {other})" if other else "")
+                + ": give this campaign a name of its own (--name NAME; studies are named <name>/<task>)"
+                + (f", or continue that one with `evoforge run --resume {other}`" if other else ""))
+
+    def start_pool(self) -> None:
+        """Ray and the evaluation actors; then the resolved config is written (the run directory now holds a
+        campaign that ``--resume`` continues)."""
+        from evoforge.search.pool import EvalPool, init_ray, pool_shape
+
+        assert self.backend is not None, "prepare() first"
+        cfg = self.config
+        workers, num_gpus = pool_shape(self.backend, workers=cfg.workers, per_device=cfg.evaluators_per_device)
+        where = f"the Ray cluster at {cfg.ray_address}" if cfg.ray_address else "a local Ray"
+        self.say(f"campaign {cfg.name}: {len(self.tasks)} task(s), {cfg.budget_evals} evaluations each, on "
+                 f"{self.backend.name} ({cfg.arch}); starting {workers} evaluator(s) in {where}, which takes a "
+                 f"while before the first result; recording in {self.run_dir}")
         init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2))
         # The knowledge base's hard rules were checked here, before the pool (precheck): not again in the actors.
         # The run directory (the record, the cache, the LLM's cache) is out of the candidates' sight where they
         # run contained (backends/containment.py).
-        evaluator_kwargs = {"backend": backend.name, "arch": cfg.arch, "options": options.to_dict(),
+        evaluator_kwargs = {"backend": self.backend.name, "arch": cfg.arch, "options": self._options.to_dict(),
                             "timeout_s": cfg.timeout_s, "knowledge": False,
                             "hide_paths": [str(self.run_dir.resolve())]}
         self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
                              timeout_s=cfg.timeout_s)
+        cfg.write(self.run_dir / "config.json")
 
     # ---------------------------------------------------------------- resume
     def restore(self) -> int:
@@ -184,8 +372,14 @@ class Campaign:
         restored = 0
         for name, state in self.tasks.items():
             for stored in self.store.load(name):
-                self._absorb(state, stored.candidate, stored.result, record=False)
+                candidate = stored.candidate
+                kept = {k: stored.user_attrs[k] for k in ("no_child", "ticket", "reply_problem")
+                        if k in stored.user_attrs}
+                if kept:  # a no-child is recorded under its parent's id: its own marks live in the trial
+                    candidate = replace(candidate, meta={**candidate.meta, **kept})
+                self._absorb(state, candidate, stored.result, record=False)
                 restored += 1
+            state.proposals = state.evaluations
         state_file = self.run_dir / "campaign_state.json"
         if state_file.exists():
             try:
@@ -204,25 +398,38 @@ class Campaign:
         return bool(self.config.budget_minutes) and self.elapsed_s() >= self.config.budget_minutes * 60
 
     def _wants_more(self, state: TaskState) -> bool:
-        return state.evaluations + state.in_flight < self.config.budget_evals and not self.out_of_time()
+        return (state.evaluations + state.in_flight < self.config.budget_evals and not self.out_of_time()
+                and state.task.name not in self.stopped)
 
-    def _context(self, state: TaskState, parent: Candidate | None) -> MutationContext:
-        parent_result = None
-        if parent is not None:
-            for c, r in reversed(state.history):
-                if c.id == parent.id:
-                    parent_result = r
-                    break
-        failures = tuple(Failure(c, r) for c, r in state.history[-20:] if not r.ok)[-4:]
+    def _context(self, state: TaskState, parent: Candidate | None, proposal: Proposal | None = None,
+                 number: int | None = None) -> MutationContext:
+        """What an operator may read. The parent's result is its own evaluation: a no-child recorded under its
+        id is no verdict on it. ``number`` (the proposal's) seeds the context, so two proposals made at once
+        still differ."""
+        parent_result = state.results.get(parent.id) if parent is not None else None
+        failures = tuple(Failure(c, r) for c, r in state.history[-20:]
+                         if not r.ok and not c.meta.get("no_child"))[-4:]
+        notes = tuple(str(n) for n in (proposal.meta.get("notes", ()) if proposal else ()))
         return MutationContext(task_name=state.task.name, task_source=state.task.source, arch=self.config.arch,
                                top=state.top(), failures=failures, parent_result=parent_result,
                                lineage_correct_steps=state.correct_steps.get(parent.id, 0) if parent else 0,
-                               knowledge_enabled=self.config.knowledge, seed=self.config.seed + state.evaluations)
+                               knowledge_enabled=self.config.knowledge,
+                               seed=self.config.seed + (state.evaluations if number is None else number),
+                               stage=proposal.stage if proposal else "", notes=notes)
 
     async def _materialize(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         """Turn a proposal into a child, or into an ``invalid`` result saying why no child could be made."""
+        made = await self._make(state, proposal)
+        ticket = proposal.meta.get("ticket")
+        if ticket is None or isinstance(made, _Failed):
+            return made if ticket is None else _Failed(made.result, {**made.meta, "ticket": ticket})
+        return replace(made, meta={**made.meta, "ticket": ticket})
+
+    async def _make(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         from evoforge.mutators.llm_client import scrub_secrets
 
+        number = state.proposals
+        state.proposals += 1
         parents = proposal.parents or (state.seed,)
         parent = parents[0]
         if proposal.params is not None:
@@ -234,7 +441,7 @@ class Campaign:
         if mutator is None:
             return _Failed(EvalResult.failure(EvalStatus.INVALID,
                                               f"no operator named {proposal.operator!r} in this campaign"))
-        context = self._context(state, parent)
+        context = self._context(state, parent, proposal, number)
         if not mutator.applicable(parent, context.parent_result):
             # Nothing for this operator to act on (no GROUP_M to toggle...): spend the slot on one that has.
             child = await self._fallback(parent, context)
@@ -243,7 +450,9 @@ class Campaign:
                                                   "this parent and no other operator applies"))
             return replace(child, task=state.task.name)
         try:
-            child = await mutator.propose(tuple(parents), context)
+            # llm-generate reads the reference: no kernel is its parent (the seed is what it must differ from)
+            given = tuple(proposal.parents) or ((state.seed,) if not state.seed_is_reference else ())
+            child = await mutator.propose(given if mutator.name == GENERATE else tuple(parents), context)
         except MutationError as e:
             return _Failed(EvalResult.failure(EvalStatus.INVALID, f"{proposal.operator}: {e}"),
                            dict(getattr(e, "meta", {}) or {}))
@@ -296,34 +505,48 @@ class Campaign:
         return True
 
     def _absorb(self, state: TaskState, candidate: Candidate, result: EvalResult, *, record: bool = True,
-                worker: str = "") -> None:
-        if record:
-            assert self.store is not None
-            extra = {"worker": worker, "wall_time_s": round(self.elapsed_s(), 3), "evaluation": state.evaluations}
-            self.store.record(state.task.name, candidate, result, extra_attrs=extra)
+                worker: str = "", started_at: float | None = None) -> None:
+        evaluation = state.evaluations
         state.history.append((candidate, result))
         state.statuses[str(result.status)] += 1
         if result.ok and state.first_correct_at is None:
-            state.first_correct_at = state.evaluations
-        parent_steps = max((state.correct_steps.get(p, 0) for p in candidate.parents), default=0)
-        state.correct_steps[candidate.id] = parent_steps + 1 if result.ok else 0
+            state.first_correct_at = evaluation
+        if not candidate.meta.get("no_child"):  # a no-child is no evaluation of its parent's source
+            state.results[candidate.id] = result
+            parent_steps = max((state.correct_steps.get(p, 0) for p in candidate.parents), default=0)
+            state.correct_steps[candidate.id] = parent_steps + 1 if result.ok else 0
         state.strategy.tell(candidate, result)
+        if record:
+            assert self.store is not None
+            extra: dict[str, Any] = {"worker": worker, "wall_time_s": round(self.elapsed_s(), 3),
+                                     "evaluation": evaluation}
+            extra.update({k: json_safe(candidate.meta[k]) for k in RECORDED_META if k in candidate.meta})
+            decide = getattr(state.strategy, "decision", None)
+            decision = decide(candidate) if callable(decide) else None
+            if decision:
+                extra["decision"] = json_safe(decision)
+            now = time.time()
+            self.store.record(state.task.name, candidate, result, extra_attrs=extra,
+                              started_at=now if started_at is None else started_at, finished_at=now)
 
-    def _failed_proposal(self, state: TaskState, proposal: Proposal, failed: _Failed) -> None:
+    def _failed_proposal(self, state: TaskState, proposal: Proposal, failed: _Failed,
+                         started_at: float | None = None) -> None:
         """Record an operator that made no child: the parent's source, the operator's name and why."""
         parent = (proposal.parents or (state.seed,))[0]
         child = replace(parent, operator=proposal.operator or "?", parents=(parent.id,), stage=proposal.stage,
                         meta={"no_child": True, **failed.meta})
-        self._absorb(state, child, replace(failed.result, backend=self.backend.name, arch=self.config.arch))
+        self._absorb(state, child, replace(failed.result, backend=self.backend.name, arch=self.config.arch),
+                     started_at=started_at)
 
     async def run(self) -> dict[str, Any]:
         assert self.store is not None and self.pool is not None and self.cache is not None
         from evoforge.progress import CampaignProgress
 
         pending: dict[asyncio.Task[Any], tuple[TaskState, Proposal]] = {}
+        proposed_at: dict[asyncio.Task[Any], float] = {}  # when the operator was asked (an LLM call takes a while)
         names = list(self.tasks)
         turn = 0
-        seeds_to_send = [s for s in self.tasks.values() if s.evaluations == 0]
+        seeds_to_send = [s for s in self.tasks.values() if s.evaluations == 0 and not s.seed_is_reference]
         with CampaignProgress(self, enabled=self.progress) as progress:
             while True:
                 # Propose for free evaluators, round robin over tasks with budget left.
@@ -339,32 +562,39 @@ class Campaign:
                     if state in seeds_to_send:
                         seeds_to_send.remove(state)
                         proposal = Proposal(operator="seed", parents=(state.seed,))
-                    elif state.evaluations == 0 and state.in_flight:
+                    elif state.evaluations == 0 and state.in_flight and not state.seed_is_reference:
                         stalled += 1  # wait for the seed's result before children
                         continue
                     else:
                         proposals = state.strategy.ask(1)
                         if not proposals:
                             exhausted.add(state.task.name)
+                            if not state.in_flight:
+                                self._stop(state)
                             stalled += 1
                             continue
                         proposal = proposals[0]
                     stalled = 0
                     state.in_flight += 1
-                    pending[asyncio.ensure_future(self._materialize(state, proposal))] = (state, proposal)
+                    fut = asyncio.ensure_future(self._materialize(state, proposal))
+                    pending[fut], proposed_at[fut] = (state, proposal), time.time()
                     capacity -= 1
                 # Children that are ready go to the pool (or straight to the record).
+                told = False  # a strategy told something may have a proposal now that it had none before
                 done = [t for t in pending if t.done()]
                 for fut in done:
                     state, proposal = pending.pop(fut)
+                    asked_at = proposed_at.pop(fut)
                     made = fut.result()
                     if isinstance(made, _Failed):
                         state.in_flight -= 1
-                        self._failed_proposal(state, proposal, made)
+                        self._failed_proposal(state, proposal, made, started_at=asked_at)
+                        told = True
                         progress.update()
                         continue
                     if self._outside_legal_space(state, made):
                         state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
+                        told = True
                         continue
                     # The child's one static check; its verdict travels with it to the actor and the chain.
                     made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
@@ -374,25 +604,66 @@ class Campaign:
                     if early is not None:
                         state.in_flight -= 1
                         self._absorb(state, made, early)
+                        told = True
                         progress.update()
                         continue
-                    self.pool.submit(state.task.name, state.task, made)
+                    self._submitted[self.pool.submit(state.task.name, state.task, made)] = time.time()
                 # Results that finished.
                 for task_name, candidate, result, worker in self.pool.poll(timeout_s=0.05):
                     state = self.tasks[task_name]
                     state.in_flight -= 1
                     self.cache.put(state.task.key(), candidate, result)
-                    self._absorb(state, candidate, result, worker=worker)
+                    self._absorb(state, candidate, result, worker=worker, started_at=self._submitted.pop(worker, None))
+                    told = True
                     progress.update()
                 self._save_state()
                 if not pending and self.pool.in_flight() == 0 and not any(
                         self._wants_more(s) for s in self.tasks.values()):
                     break
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
-                if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted:
+                if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted and not told:
+                    for name in wanting:  # said even when the last results came in after the strategy ran dry
+                        self._stop(self.tasks[name])
                     break  # every strategy with budget left is exhausted (a space smaller than the budget)
                 await asyncio.sleep(0.01 if pending else 0)
         return self.finish()
+
+    def _stop(self, state: TaskState) -> None:
+        """A task whose strategy has nothing left to propose (and nothing in flight to learn from) stops before its
+        budget: said once, and in the summary, so a short campaign is not a mystery: what was tried and what going
+        on would need."""
+        name = state.task.name
+        if name in self.stopped:
+            return
+        tried = ", ".join(f"{op} {n}" for op, n in Counter(c.operator for c, _ in state.history).items())
+        ops = [op for op in self.mutators if family_of(op) != "llm"]
+        space = state.seed.space
+        needs = []
+        if not any(len(v) > 1 for v in space.values()):
+            needs.append("a SPACE in the seed (SPACE/PARAMS, or launch constants written as literals that can be "
+                         "lifted)")
+        elif PARAMS in self.config.operators:
+            needs.append(f"more budget than its SPACE holds ({'x'.join(str(len(v)) for v in space.values())} "
+                         "configurations)")
+        if not any(family_of(op) == "llm" for op in self.mutators):
+            needs.append("an LLM endpoint (--llm-model NAME --llm-base-url URL)")
+        self.stopped[name] = (
+            f"the {self.config.strategy} strategy had no new candidate to propose after {state.evaluations} of "
+            f"{self.config.budget_evals} evaluations: nothing left to try (tried {tried or 'nothing'}; operators "
+            f"{', '.join(self.config.operators)}{' (none applies to the seed)' if not ops else ''}); going on needs "
+            f"{' or '.join(needs) or 'other operators'}")
+        log.warning("task %s: stopped early: %s", name, self.stopped[name])
+
+    def stop_reason(self, state: TaskState) -> str | None:
+        """Why a task ended before its budget, in one line (None: it had its budget)."""
+        if state.evaluations >= self.config.budget_evals:
+            return None
+        if state.task.name in self.stopped:
+            return self.stopped[state.task.name]
+        if self.out_of_time():
+            return (f"stopped after {state.evaluations} of {self.config.budget_evals} evaluations: the time budget "
+                    f"({self.config.budget_minutes:g} min) ran out")
+        return None
 
     def _save_state(self) -> None:
         now = time.monotonic()
@@ -411,7 +682,7 @@ class Campaign:
                    "elapsed_s": round(self.elapsed_s(), 2), "backend": self.backend.name, "arch": self.config.arch}
         for name, state in self.tasks.items():
             best = state.best()
-            seed_result = next((r for c, r in state.history if c.id == state.seed.id), None)
+            seed_result = state.results.get(state.seed.id)
             exported = export_best(self.run_dir, state.task, best, state.seed, seed_result)
             summary["tasks"][name] = {
                 "evaluations": state.evaluations, "statuses": dict(state.statuses),
@@ -425,11 +696,31 @@ class Campaign:
                 "best_params": best[0].params if best else None,
                 "timing_representative": best[1].timing_representative if best else None,
                 "exported": exported,
+                "stopped_early": self.stop_reason(state),
                 "tokens": sum(int(c.meta.get("prompt_tokens", 0)) + int(c.meta.get("completion_tokens", 0))
                               for c, _ in state.history),
+                "llm_calls": sum(1 for c, _ in state.history if "prompt_tokens" in c.meta),
+                "no_child": sum(1 for c, _ in state.history if c.meta.get("no_child")),
             }
+            report = getattr(state.strategy, "summary", None)
+            if callable(report):
+                summary["tasks"][name]["strategy"] = json_safe(report())
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
+        self._write_notes()
         return summary
+
+    def _write_notes(self) -> None:
+        """Each study's note for optuna-dashboard (what it is, how to read it), written by the campaign that
+        owns the study: the dashboard only reads. Needs the optional optuna-dashboard package."""
+        try:
+            from evoforge.dashboard import annotate
+            from evoforge.report import open_run
+
+            annotate(open_run(self.run_dir))
+        except ImportError:
+            return
+        except Exception as e:  # a note is a courtesy: it never costs the campaign its summary
+            log.warning("could not write the studies' notes for the dashboard (%s: %s)", e.__class__.__name__, e)
 
     def close(self) -> None:
         if self.pool is not None:

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.config import (
+    RESUME_OVERRIDES,
     CampaignConfig,
     TaskConfig,
     load_config,
     resolved_config_from_file,
     validate_config,
 )
-from evoforge.core import UsageError
+from evoforge.core import DeprecatedFlag, UsageError
 from evoforge.mutators.registry import expand_operators, family_of
 from evoforge.task import parse_assignments, parse_shapes
 
@@ -24,11 +25,14 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
     simple = {"out": "out", "budget_evals": "budget_evals", "budget_minutes": "budget_minutes",
               "backend": "backend", "storage": "storage", "ray_address": "ray_address", "strategy": "strategy",
               "arch": "arch", "seed": "seed", "workers": "workers", "name": "name", "timeout": "timeout_s",
-              "trials": "trials", "evaluators_per_device": "evaluators_per_device"}
+              "correctness_runs": "correctness_runs", "evaluators_per_device": "evaluators_per_device"}
     for flag, key in simple.items():
         value = getattr(args, flag, None)
         if value is not None:
             setattr(config, key, value)
+    for item in getattr(args, "strategy_option", None) or []:
+        config.strategy_options = {**config.strategy_options,
+                                   **parse_assignments(item, flag="--strategy-option")}
     if args.operators:
         config.operators = [o.strip() for o in args.operators.split(",") if o.strip()]
     if args.no_kb:
@@ -82,6 +86,9 @@ def print_leaderboard(summary: dict[str, Any]) -> None:
                       f"{t['best_pct_of_floor']:.0f}%" if t.get("best_pct_of_floor") else "-",
                       t["best_operator"] or "-", failures)
     console.print(table)
+    for name, t in summary["tasks"].items():
+        if t.get("stopped_early"):
+            console.print(f"[yellow]{name} stopped early: {t['stopped_early']}[/yellow]", highlight=False)
     if interpreted:
         console.print("[yellow]Times come from the Triton interpreter on the CPU: they check correctness, "
                       "not GPU speed.[/yellow]")
@@ -110,10 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     campaign = Campaign(config, resume=bool(args.resume), progress=not args.quiet)
     try:
-        campaign.setup()
-        if args.resume:
-            campaign.restore()
-        summary = asyncio.run(campaign.run())
+        summary = asyncio.run(campaign.run()) if campaign.start() else campaign.finish()
     except OSError as e:
         if no_space_left(e):
             raise disk_full_error(config.run_dir(), config.run_dir()) from None
@@ -130,9 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _any_override(args: argparse.Namespace) -> bool:
-    return any(getattr(args, k, None) not in (None, False, []) for k in (
-        "budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout",
-        "evaluators_per_device"))
+    flags = {"timeout_s": "timeout"}  # config key -> the flag's dest, where they differ
+    return any(getattr(args, flags.get(k, k), None) not in (None, False, []) for k in RESUME_OVERRIDES)
 
 
 def add_subparser(sub: Any) -> None:
@@ -150,7 +153,10 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--shapes", help='extra correctness shapes for all tasks: "batch_size=3,dim=777;..."')
     p.add_argument("--storage", help="Optuna RDB URL (default sqlite:///RUN_DIR/optuna.db)")
     p.add_argument("--ray-address", help="join an existing Ray cluster (default: start Ray locally)")
-    p.add_argument("--strategy", help="search strategy (default: default)")
+    p.add_argument("--strategy", help="search strategy (default: default; the LLM loops: stages, cutegen; see docs/llm.md)")
+    p.add_argument("--strategy-option", action="append", metavar="K=V",
+                   help="an option of the strategy, over the config's strategy_options (repeatable; e.g. "
+                        "attempts=2, order=['memory_access','autotuning'])")
     p.add_argument("--operators", help="comma-separated operators: params, rule, llm, llm-repair, ...")
     p.add_argument("--seed", type=int, help="random seed of the campaign")
     p.add_argument("--workers", type=int, help="evaluation actors (default: evaluators_per_device per GPU, "
@@ -158,7 +164,11 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--evaluators-per-device", type=int, metavar="N",
                    help="evaluation actors per GPU, taking turns to measure (default 2; 1: one at a time)")
     p.add_argument("--timeout", type=float, help="seconds before one evaluation is killed")
-    p.add_argument("--trials", type=int, help="correctness trials per candidate")
+    p.add_argument("--correctness-runs", type=int, metavar="N",
+                   help="runs of each candidate with fresh random inputs, compared with the reference (default 3); "
+                        "not Optuna's trials: a trial of the record is one whole evaluation")
+    p.add_argument("--trials", dest="correctness_runs", type=int, action=DeprecatedFlag, new="--correctness-runs",
+                   help=argparse.SUPPRESS)
     p.add_argument("--no-kb", action="store_true", help="turn the knowledge base off (ablation)")
     p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, LiteLLM, OpenAI)")
     p.add_argument("--llm-model", help="model name; turns the LLM operators on")

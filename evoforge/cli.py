@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from evoforge.core import Candidate, EvalStatus, UsageError
+from evoforge.core import Candidate, DeprecatedFlag, EvalStatus, UsageError, check_params
 from evoforge.task import Task, parse_assignments, parse_shapes, read_candidate_file
 
 
@@ -31,22 +31,37 @@ def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_
                      options=ChainOptions(trials=trials, timing=timing, seed=seed))
 
 
+def warn_about_inputs(task: Task, backend: Any) -> None:
+    """Shapes the task cannot draw inputs at are a UsageError; inputs too big for the backend, a warning."""
+    from evoforge.backends.task_inputs import check_task_inputs, size_warning
+
+    size = check_task_inputs(task)
+    warning = size_warning(task, size, host=backend.device_count() == 0, backend=backend.name)
+    if warning:
+        print(f"evoforge: warning: {warning}", file=sys.stderr, flush=True)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    if args.trials < 1:
-        raise UsageError("--trials must be at least 1")
+    if args.correctness_runs < 1:
+        raise UsageError("--correctness-runs must be at least 1")
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     task = Task.load(args.task, overrides=_set_flags(args.set), shapes=parse_shapes(args.shapes))
     source = read_candidate_file(args.candidate)
-    candidate = Candidate.from_source(source, task=task.name, params=_set_flags(args.param, "--param"),
-                                      language=args.language)
+    params = _set_flags(args.param, "--param")
+    check_params(source, params, where=f"--param (in {args.candidate})")
+    candidate = Candidate.from_source(source, task=task.name, params=params, language=args.language)
     if args.compile_only:
         if args.language != "cute":
             raise UsageError("--compile-only: only for --language cute (a Triton kernel compiles when it first runs)")
         from evoforge.backends.cute import compile_only
 
         return _report(task, compile_only(candidate, args.arch or "nvidia-sm90"), args.json)
-    evaluator = make_evaluator(backend_name=args.backend, arch=args.arch, trials=args.trials,
+    from evoforge.backends.base import available_backend
+
+    backend = available_backend(args.backend, arch=args.arch)
+    warn_about_inputs(task, backend)  # before an evaluator starts: a bad shape is one line at once
+    evaluator = make_evaluator(backend_name=backend.name, arch=args.arch, trials=args.correctness_runs,
                                timeout_s=args.timeout, knowledge=not args.no_kb, timing=not args.no_timing)
     try:
         result = evaluator.evaluate(task, candidate)
@@ -109,7 +124,10 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--set", action="append", metavar="K=V", help="override a task constant before inputs are drawn")
     p.add_argument("--shapes", default=None, help='extra correctness shapes: "batch_size=16,dim=1000;batch_size=3"')
     p.add_argument("--param", action="append", metavar="K=V", help="set a tunable parameter of the candidate")
-    p.add_argument("--trials", type=int, default=3, help="correctness trials with fresh inputs (default 3)")
+    p.add_argument("--correctness-runs", type=int, default=3, metavar="N",
+                   help="runs with fresh random inputs, each compared with the reference (default 3)")
+    p.add_argument("--trials", dest="correctness_runs", type=int, action=DeprecatedFlag, new="--correctness-runs",
+                   help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds before the evaluation is killed")
     p.add_argument("--language", default="triton", choices=["triton", "cute"])
     p.add_argument("--compile-only", action="store_true",
@@ -131,8 +149,33 @@ def _subsystem_subparsers() -> list[Callable[[Any], None]]:
             experiments_cli.add_subparser]
 
 
+def version_line() -> str:
+    """``evoforge --version``: evoforge's and the versions that change a result, read without importing them."""
+    from importlib import metadata
+
+    from evoforge import __version__
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    others = ", ".join(f"{name} {installed(name)}" for name in ("torch", "triton", "optuna", "ray"))
+    return f"evoforge {__version__} ({others}; Python {sys.version.split()[0]})"
+
+
+class _Version(argparse.Action):
+    """``--version`` as one unwrapped line (argparse's own wraps it to the terminal's width)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evoforge", description="Search for fast, correct GPU kernels.")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the versions and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_eval(sub)
     p = sub.add_parser("backends", help="list backends and whether each is available here")

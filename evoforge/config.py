@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import tomllib
 import types
 import typing
@@ -19,6 +20,10 @@ from evoforge.core import UsageError
 from evoforge.mutators.llm_client import LLMConfig
 
 DEFAULT_OPERATORS = ["params", "rule"]
+# Spellings of earlier versions, still read (with a one-line note) so existing configs keep working.
+DEPRECATED_KEYS = {"trials": "correctness_runs"}
+
+log = logging.getLogger("evoforge.config")
 
 
 @dataclass
@@ -43,11 +48,14 @@ class CampaignConfig:
     budget_evals: int = 50  # per task
     budget_minutes: float = 0.0  # whole campaign; 0: no limit
     strategy: str = "default"
+    strategy_options: dict[str, Any] = field(default_factory=dict)  # keyword options of the strategy
     operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))  # names in mutators/registry.py
     storage: str = ""  # Optuna RDB URL; empty: sqlite:///RUN_DIR/optuna.db
     ray_address: str = ""  # empty: start Ray locally
     timeout_s: float = 120.0
-    trials: int = 3
+    # Runs of the candidate with fresh random inputs, each compared with the reference. Not Optuna's "trial":
+    # a trial of the record is one whole evaluation of one candidate.
+    correctness_runs: int = 3
     timing_budget_ms: float = 1000.0
     knowledge: bool = True
     cache_dir: str = ""  # result cache shared between runs; empty: RUN_DIR/cache
@@ -144,28 +152,51 @@ def _normalize_llm(table: Any, source: str) -> Any:
     return {**table, "models": models}
 
 
-def load_config(path: str | None) -> CampaignConfig:
-    """Read a campaign TOML. ``[campaign]`` keys, ``[[tasks]]`` and ``[llm]``; every mistake is one line."""
-    if not path:
-        return CampaignConfig()
+# What a resumed campaign may change (the rest is the run's: its name, tasks, operators...).
+RESUME_OVERRIDES = ("budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout_s",
+                    "evaluators_per_device")
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """A config file's TOML as a dict; a missing or malformed file is one UsageError line naming it."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"config {path}: file not found")
     try:
-        data = tomllib.loads(p.read_text())
+        return tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"config {path}: not valid TOML ({e})") from None
     except UnicodeDecodeError:
         raise UsageError(f"config {path}: not a text file") from None
-    return config_from_dict(data, source=f"config {path}", base_dir=p.parent)
 
 
-def config_from_dict(data: dict[str, Any], *, source: str, base_dir: Path | None = None) -> CampaignConfig:
+def load_config(path: str | None) -> CampaignConfig:
+    """Read a campaign TOML. ``[campaign]`` keys, ``[[tasks]]`` and ``[llm]``; every mistake is one line."""
+    if not path:
+        return CampaignConfig()
+    return config_from_dict(read_toml(path), source=f"config {path}", base_dir=Path(path).parent)
+
+
+def _renamed(table: dict[str, Any], source: str, *, note: bool) -> dict[str, Any]:
+    """Keys of earlier versions under their new names; both spellings at once is a mistake."""
+    for old, new in DEPRECATED_KEYS.items():
+        if old in table:
+            if new in table:
+                raise UsageError(f"{source}: both {old} and {new} are set; {old} is the old name of {new}: keep one")
+            table[new] = table.pop(old)
+            if note:
+                log.warning("%s: `%s` is now `%s` (the old name still works)", source, old, new)
+    return table
+
+
+def config_from_dict(data: dict[str, Any], *, source: str, base_dir: Path | None = None,
+                     note_deprecated: bool = True) -> CampaignConfig:
+    """A campaign config from the TOML structure (``{"campaign": {...}, "tasks": [...], "llm": {...}}``)."""
     data = dict(data)
     unknown = sorted(set(data) - {"campaign", "tasks", "llm"})
     if unknown:
         raise UsageError(f"{source}: unknown section [{unknown[0]}] (known: [campaign], [[tasks]], [llm])")
-    table = dict(data.get("campaign", {}))
+    table = _renamed(dict(data.get("campaign", {})), source, note=note_deprecated)
     if "tasks" in table or "llm" in table:
         raise UsageError(f"{source}: put tasks in [[tasks]] and LLM settings in [llm], not under [campaign]")
     table["tasks"] = [_normalize_task(t, i, source) for i, t in enumerate(data.get("tasks", []))]
@@ -187,8 +218,8 @@ def validate_config(config: CampaignConfig, source: str) -> None:
         raise UsageError(f"{source}: budget_evals must be at least 1")
     if config.budget_minutes < 0:
         raise UsageError(f"{source}: budget_minutes must be >= 0 (0: no time limit)")
-    if config.trials < 1:
-        raise UsageError(f"{source}: trials must be at least 1")
+    if config.correctness_runs < 1:
+        raise UsageError(f"{source}: correctness_runs must be at least 1")
     if config.timeout_s <= 0:
         raise UsageError(f"{source}: timeout_s must be positive")
     if config.workers < 0:
@@ -198,9 +229,17 @@ def validate_config(config: CampaignConfig, source: str) -> None:
                          "at a time)")
     if not config.name or "/" in config.name:
         raise UsageError(f"{source}: name must be non-empty and contain no '/' (studies are named <name>/<task>)")
+    from evoforge.backends.base import backend_names
     from evoforge.mutators.registry import expand_operators
+    from evoforge.search.strategy_spec import check_strategy
 
-    expand_operators(config.operators, source=f"{source}: operators")
+    flags = source == "flags"
+    if config.backend not in ("auto", *backend_names()):
+        where = f"--backend {config.backend}" if flags else f"{source}: backend {config.backend!r}"
+        raise UsageError(f"{where}: unknown backend (choose from auto, {', '.join(backend_names())})")
+    check_strategy(config.strategy, flag="--strategy" if flags else f"{source}: strategy",
+                   options=config.strategy_options)
+    expand_operators(config.operators, source="--operators" if flags else f"{source}: operators")
 
 
 def resolved_config_from_file(path: Path) -> CampaignConfig:
@@ -211,4 +250,4 @@ def resolved_config_from_file(path: Path) -> CampaignConfig:
         raise UsageError(f"--resume: cannot read {path} ({e.__class__.__name__}); is this a run directory?") from None
     tasks = data.pop("tasks", [])
     llm = data.pop("llm", {})
-    return config_from_dict({"campaign": data, "tasks": tasks, "llm": llm}, source=str(path))
+    return config_from_dict({"campaign": data, "tasks": tasks, "llm": llm}, source=str(path), note_deprecated=False)

@@ -6,10 +6,12 @@ is one of these, turned into plain JSON-able dicts by ``to_dict``/``from_dict``.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import enum
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -34,6 +36,23 @@ class EvalStatus(enum.StrEnum):
 
 class UsageError(Exception):
     """A mistake the user can fix (bad file, flag or config). The CLI prints it as one line, exit code 2."""
+
+
+class DeprecatedFlag(argparse.Action):
+    """An old spelling of a flag, kept working: it stores into the new flag's ``dest`` and says so in one line.
+
+    ``p.add_argument("--trials", dest="correctness_runs", type=int, action=DeprecatedFlag, new="--correctness-runs",
+    help=argparse.SUPPRESS)``: scripts and configs written for the old name keep running.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"evoforge: note: {option_string} is now {self.new} (the old name still works)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def _module_assignment(tree: ast.Module, name: str) -> ast.Assign | ast.AnnAssign | None:
@@ -72,6 +91,23 @@ def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     space = {str(k): list(v) for k, v in space.items()} if isinstance(space, dict) else {}
     params = dict(params) if isinstance(params, dict) else {}
     return space, params
+
+
+def undeclared_params(source: str, names: Any) -> list[str]:
+    """Names among ``names`` that the source declares in neither ``SPACE`` nor ``PARAMS``: a value set for one of
+    them reaches nothing (``BLOKC=1024`` would be evaluated as if it had not been given)."""
+    space, params = declared_space(source)
+    return sorted(set(names) - set(space) - set(params))
+
+
+def check_params(source: str, params: Any, *, where: str) -> None:
+    """A parameter the candidate does not declare is a typo (``BLOKC``), refused in one line, not ignored."""
+    unknown = undeclared_params(source, params)
+    if unknown:
+        space, defaults = declared_space(source)
+        declared = sorted({*space, *defaults})
+        raise UsageError(f"{where}: the candidate declares no parameter {', '.join(unknown)} "
+                         f"(its SPACE and PARAMS name: {', '.join(declared) or 'none'})")
 
 
 def params_lines(source: str) -> tuple[int, int] | None:

@@ -1,9 +1,10 @@
 """``evoforge dashboard RUN_DIR``: optuna-dashboard on a run's record, with its artifacts.
 
 Every trial's source (and an LLM child's prompt and reply) is an Optuna artifact in ``RUN_DIR/artifacts``;
-serving the dashboard with that artifact store makes each one open in the browser. Before serving, each
-study gets a Markdown note saying what it is (campaign, task, hardware, versions, budget) and how to read it,
-so a study seen on its own in a shared PostgreSQL record still explains itself.
+serving the dashboard with that artifact store makes each one open in the browser. Each study carries a
+Markdown note saying what it is (campaign, task, hardware, versions, budget) and how to read it, so a study
+seen on its own in a shared PostgreSQL record still explains itself. The campaign writes the notes (``annotate``,
+when it finishes): the dashboard is a viewer and writes nothing into the record.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def study_note(run: RunRecord, task: str) -> str:
     ]
     if (df.get("timing_representative", pd.Series(dtype=object)) == False).any():  # noqa: E712
         lines += ["", f"> **Note**: {INTERPRETER_NOTE}"]
-    lines += ["", f"Report: `evoforge report {run.run_dir}`. This note is rewritten by `evoforge dashboard` "
-              "each time it starts, unless you have edited it here."]
+    lines += ["", f"Report: `evoforge report {run.run_dir}`. This note is rewritten by the campaign each time it "
+              "finishes (or is resumed), unless you have edited it here."]
     return "\n".join(lines) + "\n"
 
 
@@ -105,7 +106,7 @@ def annotate(run: RunRecord) -> int:
 
 
 def serve(run_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Annotate the run's studies and serve optuna-dashboard on its storage until interrupted."""
+    """Serve optuna-dashboard on the run's storage until interrupted; the record is only read."""
     try:
         from optuna_dashboard import run_server
     except ImportError:
@@ -114,9 +115,7 @@ def serve(run_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080) -> 
     if not 0 < port < 65536:
         raise UsageError(f"--port {port}: not a TCP port (1-65535)")
     run = open_run(run_dir)
-    annotate(run)
     artifacts = run.run_dir / "artifacts"
-    artifacts.mkdir(exist_ok=True)
     store = optuna.artifacts.FileSystemArtifactStore(str(artifacts))
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
     print(f"evoforge dashboard: {len(run.studies)} studies of campaign {run.campaign!r} at "

@@ -492,17 +492,23 @@ def is_ablation_dir(path: str | Path) -> bool:
 
 
 def plot_ablation_speedup(agg: pd.DataFrame, out_dir: Path, confidence: float) -> str:
+    """Each variant's geometric-mean speedup and its interval, on a log scale: a ratio's interval is symmetric
+    there, and one variant's wide interval does not flatten every other variant into the axis."""
     fig = Figure(figsize=(max(5.0, 1.3 * len(agg) + 2), 4), layout="constrained")
     ax = fig.subplots()
     mid = agg["geomean_speedup"].to_numpy(dtype=float)
-    lo = (mid - agg["geomean_speedup_lo"].to_numpy(dtype=float))
-    hi = (agg["geomean_speedup_hi"].to_numpy(dtype=float) - mid)
+    lo = (mid - agg["geomean_speedup_lo"].fillna(agg["geomean_speedup"]).to_numpy(dtype=float))
+    hi = (agg["geomean_speedup_hi"].fillna(agg["geomean_speedup"]).to_numpy(dtype=float) - mid)
     err = [[0 if math.isnan(v) else v for v in lo], [0 if math.isnan(v) else v for v in hi]]
-    ax.bar(agg["variant"], mid, yerr=err, capsize=6, color="#4c72b0")
-    top = [v for v in agg["geomean_speedup_hi"].fillna(agg["geomean_speedup"]) if math.isfinite(v)]
-    if top and max(top) > 0.5:
+    x = list(range(len(agg)))
+    ax.errorbar(x, mid, yerr=err, fmt="o", markersize=8, capsize=6, color="#4c72b0", lw=1.6)
+    ax.set_xticks(x, [str(v) for v in agg["variant"]])
+    ax.set_xlim(-0.6, len(agg) - 0.4)
+    ax.set_yscale("log")
+    values = [v for v in [*mid, *(mid - lo), *(mid + hi)] if v > 0 and math.isfinite(v)]
+    if values and min(values) / 1.5 <= 1.0 <= max(values) * 1.5:
         ax.axhline(1.0, color="grey", ls="--", lw=0.8)
-    ax.set_ylabel("geometric-mean speedup (x)")
+    ax.set_ylabel("geometric-mean speedup (x, log scale)")
     ax.set_title(f"speedup per variant ({confidence:.0%} CI across seeds; correct kernels only)")
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, out_dir, "speedup_per_variant")
@@ -511,11 +517,19 @@ def plot_ablation_speedup(agg: pd.DataFrame, out_dir: Path, confidence: float) -
 def plot_fast_p(curves: pd.DataFrame, out_dir: Path) -> str:
     fig = Figure(figsize=(7, 4.2), layout="constrained")
     ax = fig.subplots()
+    # Thresholds are ratios: on a log axis when the speedups span a decade or sit far below 1x (the interpreter).
+    moving = curves[curves["fast_p"] > 0]["p"] if not curves.empty else curves["p"]
+    positive = [float(p) for p in moving if p > 0]
+    logx = bool(positive) and (max(positive) / min(positive) > 10 or max(positive) < 0.5)
+    if logx:
+        curves = curves[curves["p"] > 0]
     for variant, df in curves.groupby("variant", sort=False):
         ax.step(df["p"], df["fast_p"], where="post", label=str(variant), lw=1.8)
         if df["lo"].notna().any():
             ax.fill_between(df["p"], df["lo"], df["hi"], step="post", alpha=0.15)
-    ax.set_xlabel("speedup threshold p")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel("speedup threshold p" + (" (log scale)" if logx else ""))
     ax.set_ylabel("fast_p (fraction of tasks correct and faster than p)")
     ax.set_ylim(-0.02, 1.02)
     ax.axvline(1.0, color="grey", ls="--", lw=0.8)

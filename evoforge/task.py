@@ -162,6 +162,8 @@ class Task:
                     f"task {path}: no module constant {', '.join(unknown)} to set "
                     f"(it has: {', '.join(sorted(constants)) or 'none'})"
                 )
+            for key, value in shape.items():
+                _check_kind(path, key, value, constants[key])
         declared_allow = constants.get("EVOFORGE_ALLOW_OPS") or ()
         capabilities = tuple(constants.get("EVOFORGE_ALLOW") or ()) + tuple(allow or ())
         unknown_capabilities = sorted(set(capabilities) - set(ALLOWABLE))
@@ -198,6 +200,31 @@ class Task:
                    shapes=tuple(d.get("shapes", ())), allow_ops=tuple(d.get("allow_ops", ())),
                    allow=tuple(d.get("allow", ())),
                    floor_passes=float(d.get("floor_passes", 1.0)))
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, list | tuple):
+        return "tuple"
+    return type(value).__name__
+
+
+def _check_kind(path: Path, key: str, value: Any, default: Any) -> None:
+    """A constant set to a value of another kind than the task's own (``batch_size=abc``, ``dim=seven``) is the
+    user's mistake, said now in one line: drawn into ``torch.rand`` it would fail inside the judge, where it reads
+    as a failed kernel."""
+    if default is None:  # not a literal in the task file: nothing to compare with
+        return
+    want, got = _kind(default), _kind(value)
+    if want == got or (want == "number" and got == "integer"):
+        return
+    raise UsageError(f"task {path}: {key}={value!r} is not {'an' if want[0] in 'aeiou' else 'a'} {want} like the "
+                     f"task's own {key} = {default!r}; give {key}=<{want}> (in --set, --shapes or the config)")
 
 
 def task_name(path: Path) -> str:

@@ -38,7 +38,8 @@ def add_subparser(subparsers: Any) -> None:
 
     lint = sub.add_parser("lint", help="check a candidate module against the rules of an arch")
     lint.add_argument("candidate", help="path to a candidate .py (defines ModelNew, SPACE, PARAMS)")
-    lint.add_argument("--arch", required=True)
+    lint.add_argument("--arch", default=None,
+                      help="knowledge-base arch to hold the kernel to (default: the device's, as eval and run)")
     lint.add_argument("--triton", default=None, help="Triton version to judge against (default: installed)")
     lint.add_argument("--json", action="store_true", help="print the verdict as one JSON object on the last line")
     lint.set_defaults(func=cmd_lint)
@@ -65,6 +66,13 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _device_arch() -> str:
+    """The arch ``eval`` and ``run`` hold a kernel to when ``--arch`` is left out: the device's."""
+    from evoforge.backends.base import available_backend
+
+    return available_backend("auto").arch
+
+
 def cmd_lint(args: argparse.Namespace) -> int:
     path = Path(args.candidate)
     if not path.is_file():
@@ -77,7 +85,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         compile(source, str(path), "exec", dont_inherit=True)
     except SyntaxError as e:
         raise UsageError(f"{path}: syntax error at line {e.lineno}: {e.msg}") from None
-    key = resolve_arch(args.arch)
+    key = resolve_arch(args.arch or _device_arch())
     version = args.triton or installed_triton_version()
     violations = validate(Candidate.from_source(source), key, triton_version=version)
     hard = [v for v in violations if v.severity == "hard"]

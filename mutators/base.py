@@ -29,7 +29,9 @@ class MutationContext:
     ``task_source`` is the reference module; ``arch`` the knowledge-base key of the target; ``top`` the best
     correct candidates with their results (best first); ``failures`` recent failures; ``parent_result`` the
     parent's own result (a repair reads its message); ``lineage_correct_steps`` how many consecutive steps the
-    parent's lineage has been correct (delayed performance feedback reads it).
+    parent's lineage has been correct (delayed performance feedback reads it). A strategy may steer one proposal:
+    ``stage`` names the stage it asked for (``llm-stage`` runs that one), ``notes`` are findings it wants the model
+    told (an earlier attempt at the same step was correct but slower, or its reply could not be used).
     """
 
     task_name: str
@@ -42,6 +44,8 @@ class MutationContext:
     hardware: dict[str, Any] = field(default_factory=dict)
     knowledge_enabled: bool = True
     seed: int = 0
+    stage: str = ""
+    notes: tuple[str, ...] = ()
 
 
 class MutationError(Exception):
@@ -66,8 +70,9 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True)
 class Completion:
-    """One reply: its text, the model that answered, the tokens and money it cost, and whether it came from the
-    cache (a cached reply costs nothing)."""
+    """One reply: its text, the model that answered, the tokens and money it cost, whether it came from the
+    cache (a cached reply costs nothing), and why the model stopped (``finish_reason``: ``stop``, ``length`` when
+    the reply was cut at ``max_tokens``; empty where the endpoint does not say)."""
 
     text: str
     model: str
@@ -76,6 +81,7 @@ class Completion:
     cost_usd: float
     cached: bool
     latency_s: float
+    finish_reason: str = ""
 
     @property
     def total_tokens(self) -> int:

@@ -68,14 +68,18 @@ class LLMConfig:
     million tokens (or a ``ModelPrice`` / a table with those two keys); a model not listed costs 0.
     ``budget_tokens``/``budget_usd``: 0 is unlimited; checked before each uncached call, so the call that crosses
     a budget completes and the next one is refused. ``cache_dir``: empty, no response cache (a campaign puts it
-    in ``RUN_DIR/llm-cache``). The last three fields are the operators' (``llm-repair``, ``llm-optimize``).
+    in ``RUN_DIR/llm-cache``). ``temperature``: unset, each operator samples at its own (a repair at 0.2, a
+    rewrite at 0.7, an optimization or a generation at 0.8); a number, every operator at that one;
+    ``temperatures`` sets it per operator name (``{"llm-repair" = 0.0}``), over both. The last three fields are
+    the operators' (``llm-repair``, ``llm-optimize``, ``llm-crossover``).
     """
 
     base_url: str = ""  # empty: the OpenAI API
     model: str = ""
     models: dict[str, float] = field(default_factory=dict)
     api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key, never the key itself
-    temperature: float = 0.7
+    temperature: float | None = None  # None: each operator's own
+    temperatures: dict[str, float] = field(default_factory=dict)  # per operator name, over temperature
     max_tokens: int = 4096
     timeout_s: float = 120.0
     max_retries: int = 4
@@ -93,12 +97,20 @@ class LLMConfig:
     repair_attempts: int = 3
 
     def __post_init__(self) -> None:
+        temps = [*([] if self.temperature is None else [self.temperature]), *self.temperatures.values()]
+        if any(not isinstance(t, int | float) or isinstance(t, bool) or not 0 <= t <= 2 for t in temps):
+            raise UsageError(f"llm temperature must be a number from 0 to 2, got {self.temperature!r} "
+                             f"(temperatures {dict(self.temperatures)})")
         if any(w < 0 for w in self.models.values()) or (self.models and sum(self.models.values()) <= 0):
             raise UsageError(f"llm models: weights must be >= 0 with a positive sum, got {dict(self.models)}")
         if self.concurrency < 1:
             raise UsageError(f"llm concurrency must be >= 1, got {self.concurrency}")
         if self.max_retries < 0:
             raise UsageError(f"llm max_retries must be >= 0, got {self.max_retries}")
+
+    def temperature_of(self, operator: str) -> float | None:
+        """The temperature ``operator`` samples at; None leaves it to the operator's own default."""
+        return self.temperatures.get(operator, self.temperature)
 
     @property
     def enabled(self) -> bool:
@@ -369,7 +381,7 @@ class OpenAIClient:
         **opts: Any,
     ) -> Completion:
         model = model or self.pick_model()
-        temperature = self.config.temperature if temperature is None else temperature
+        temperature = self.config.temperature if temperature is None else temperature  # None: the server's own
         max_tokens = self.config.max_tokens if max_tokens is None else max_tokens
         messages = [dict(m) for m in messages]
         request = {  # the endpoint is not part of it: the same model behind another URL gives the same reply
@@ -392,6 +404,7 @@ class OpenAIClient:
                     cost_usd=0.0,
                     cached=True,
                     latency_s=0.0,
+                    finish_reason=str(hit.get("finish_reason", "")),
                 )
         self._check_budget()
         send = {k: v for k, v in opts.items() if k not in _LOCAL_OPTIONS}
@@ -401,7 +414,8 @@ class OpenAIClient:
         return completion
 
     async def _call_with_retries(
-        self, model: str, messages: list[Message], temperature: float, max_tokens: int, opts: dict[str, Any]
+        self, model: str, messages: list[Message], temperature: float | None, max_tokens: int,
+        opts: dict[str, Any]
     ) -> Completion:
         client, semaphore = self._bind()
         if not self.breaker.allow():
@@ -453,7 +467,7 @@ class OpenAIClient:
         client: Any,
         model: str,
         messages: list[Message],
-        temperature: float,
+        temperature: float | None,
         max_tokens: int,
         opts: dict[str, Any],
         *,
@@ -464,14 +478,19 @@ class OpenAIClient:
             kwargs: dict[str, Any] = dict(opts)
             if timeout_s is not None:
                 kwargs["timeout"] = timeout_s
+            if temperature is not None:  # unset: the server's default, not a null it may refuse
+                kwargs["temperature"] = temperature
             response = await client.chat.completions.create(
-                model=model, messages=messages, temperature=temperature, max_tokens=max_tokens, **kwargs
+                model=model, messages=messages, max_tokens=max_tokens, **kwargs
             )
         except Exception as exc:  # translated to one LLMError; the original (which may echo a key) is dropped
             raise self._translate(exc, model) from None
         latency_s = time.perf_counter() - t0
         try:
-            text = response.choices[0].message.content or ""
+            choice = response.choices[0]
+            # A refusal (structured-output APIs put it beside an empty content) is the reply's text.
+            text = choice.message.content or getattr(choice.message, "refusal", None) or ""
+            finish_reason = str(getattr(choice, "finish_reason", "") or "")
         except (AttributeError, IndexError, TypeError):
             raise LLMError(
                 f"LLM endpoint {self.endpoint} sent a response without choices", reason="bad_response"
@@ -493,6 +512,7 @@ class OpenAIClient:
             cost_usd=cost,
             cached=False,
             latency_s=latency_s,
+            finish_reason=finish_reason,
         )
 
     def _translate(self, exc: BaseException, model: str) -> LLMError:

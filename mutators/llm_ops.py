@@ -1,7 +1,10 @@
 """LLM mutation operators and the prompts they send.
 
-Four operators, each a ``Mutator`` (``propose(parents, context) -> Candidate``):
+Five operators, each a ``Mutator`` (``propose(parents, context) -> Candidate``):
 
+- ``LLMGenerate``: a first kernel written from the task's reference alone (CuTeGen's generate step), told the
+  target's hardware facts, its hard rules and the module convention (``ModelNew``, ``SPACE``/``PARAMS``); each
+  proposal is an independent sample, and a failure goes to the repair loop like any other child.
 - ``LLMStageRewrite``: one of the nine Xe-Forge stages (algorithmic ... autotuning) applied to a kernel; which
   stage is worth running comes from ``knowledge.analyze`` or an LLM analysis call.
 - ``LLMRepair``: CuTeGen's debug step: the failed parent's exact error goes back with the instruction to patch
@@ -9,10 +12,16 @@ Four operators, each a ``Mutator`` (``propose(parents, context) -> Candidate``):
 - ``LLMOptimize``: make a correct kernel faster; performance figures enter the prompt only once the lineage
   has been correct for ``feedback_after`` steps (CuTeGen's delayed feedback: numbers shown too early pull the
   model into re-tuning a structure that is not settled yet).
-- ``LLMCrossover``: two correct parents, one kernel keeping the strength of each.
+- ``LLMCrossover``: two correct parents, one kernel keeping the strength of each; their figures are held back
+  like an optimization's.
+
+The ``[llm]`` table's ``temperature`` (or ``temperatures``, per operator) overrides each operator's own.
 
 A reply that cannot be read or applied raises ``LLMReplyError`` (a ``MutationError``): the campaign records an
-``invalid`` child with that reason, and the error carries the prompt, the reply and the tokens spent. An
+``invalid`` child with that reason, and the error carries the prompt, the reply, the tokens spent and
+``meta["reply_problem"]`` (``unchanged``: the model sent the kernel back, which the stage prompt asks for when
+the stage does not apply; ``truncated``: cut at ``max_tokens``; ``unreadable``: no module or patch in it;
+``patch``: a SEARCH/REPLACE block that does not apply). An
 endpoint that fails (``LLMError``: unreachable, breaker open, budget spent) is not the child's fault and is not
 turned into a MutationError: the campaign falls back to non-LLM operators.
 
@@ -36,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.mutators.base import Completion, LLMClient, Message, MutationContext, MutationError
-from evoforge.mutators.patch import Reply, ReplyError, parse_reply
+from evoforge.mutators.patch import PatchError, Reply, ReplyError, parse_reply
 
 from evoforge import knowledge as kb
 from evoforge.core import Candidate, EvalResult, EvalStatus
@@ -151,9 +160,27 @@ class PromptBuilder:
         info = self.stages().get(stage)
         return tuple(info.triggers) if info is not None else ()
 
-    def found_issues(self, source: str) -> list[str]:
-        found = self._ask("analyze", source)
+    def found_issues(self, source: str, arch: str | None = None) -> list[str]:
+        """The stages the static analysis flags for ``source`` on ``arch`` (a sign such as an Intel dot kernel
+        without a GRF mode exists only for its target)."""
+        found = self._ask("analyze", source, arch or None)
         return [str(x) for x in found] if isinstance(found, Sequence) and not isinstance(found, str) else []
+
+    def advice(self, context: MutationContext, stages: Sequence[str]) -> str:
+        """The knowledge base's advice rules (told, not enforced) for ``stages`` on the target, as a section."""
+        if not context.knowledge_enabled or not stages:
+            return ""
+        lines: list[str] = []
+        for stage in dict.fromkeys(stages):
+            for rule in self._ask("rules", context.arch or None, stage, self.triton_version) or ():
+                if not getattr(rule, "hard", True):
+                    lines.append(f"- [{rule.id}] {_text(rule.prompt)}")
+        return _section("Advice from the knowledge base", "\n".join(lines))
+
+    def notes(self, context: MutationContext) -> str:
+        """Findings the strategy wants the model told: what became of earlier attempts at this step."""
+        body = "\n".join(f"- {_text(n)}" for n in context.notes if _text(n))
+        return _section("Earlier attempts at this step", body)
 
     # -- pieces --------------------------------------------------------------------------------------------------
     def render(self, name: str, **values: Any) -> str:
@@ -197,7 +224,7 @@ class PromptBuilder:
     def analysis(self, parent: Candidate, context: MutationContext) -> str:
         if not context.knowledge_enabled:
             return ""
-        found = self.found_issues(parent.source)
+        found = self.found_issues(parent.source, context.arch)
         return _section("Static analysis found", "\n".join(f"- {f}" for f in found))
 
     def inspirations(
@@ -256,8 +283,10 @@ class PromptBuilder:
             params=self.params(parent),
             hardware=self.hardware(context),
             analysis=self.analysis(parent, context),
+            advice=self.advice(context, [stage]),
             inspirations=self.inspirations(parent, context, with_performance=False),
             failures=self.failures(context),
+            notes=self.notes(context),
         )
         return self._messages(parent, context, user)
 
@@ -295,14 +324,17 @@ class PromptBuilder:
             reference=_nl(context.task_source),
             hardware=self.hardware(context),
             previous=previous,
+            notes=self.notes(context),
         )
         return self._messages(parent, context, user)
 
     def optimize(self, parent: Candidate, context: MutationContext, *, feedback: bool) -> list[Message]:
         perf = performance_line(context.parent_result) if feedback else ""
         guidance = ""
+        flagged: list[str] = []
         if context.knowledge_enabled:
-            guidance = "\n".join(f"- {f}" for f in self.found_issues(parent.source))
+            flagged = self.found_issues(parent.source, context.arch)
+            guidance = "\n".join(f"- {f}" for f in flagged)
         user = self.render(
             "optimize",
             task_name=context.task_name,
@@ -312,8 +344,10 @@ class PromptBuilder:
             feedback=_section("Measured performance of the current kernel", perf),
             hardware=self.hardware(context),
             guidance=_section("Static analysis found", guidance),
+            advice=self.advice(context, flagged),
             inspirations=self.inspirations(parent, context, with_performance=feedback),
             failures=self.failures(context),
+            notes=self.notes(context),
         )
         return self._messages(parent, context, user)
 
@@ -323,8 +357,10 @@ class PromptBuilder:
         b: Candidate,
         context: MutationContext,
         results: tuple[EvalResult | None, EvalResult | None] = (None, None),
+        *,
+        feedback: bool = True,
     ) -> list[Message]:
-        notes = [performance_line(r) for r in results]
+        notes = [performance_line(r) if feedback else "" for r in results]
         user = self.render(
             "crossover",
             task_name=context.task_name,
@@ -338,14 +374,31 @@ class PromptBuilder:
         return self._messages(a, context, user)
 
 
+    def generate(self, context: MutationContext, *, language: str = "triton") -> list[Message]:
+        """A first kernel from the reference alone: the system prompt holds the convention and the hard rules."""
+        stub = Candidate(source="", task=context.task_name, language=language)
+        advice = self.advice(context, self.stage_names()) if context.knowledge_enabled else ""
+        user = self.render(
+            "generate",
+            task_name=context.task_name,
+            language="CuTe C++" if language == "cute" else "Triton",
+            reference=_nl(context.task_source),
+            hardware=self.hardware(context),
+            advice=advice,
+            notes=self.notes(context),
+        )
+        return self._messages(stub, context, user)
+
+
 # -- operators -----------------------------------------------------------------------------------------------------
 class LLMReplyError(MutationError):
     """The reply could not become a child. ``meta`` holds the prompt, the raw reply and the tokens spent, for
     the record of the ``invalid`` child."""
 
-    def __init__(self, message: str, *, meta: Mapping[str, Any]) -> None:
+    def __init__(self, message: str, *, meta: Mapping[str, Any], problem: str = "unreadable") -> None:
         super().__init__(message)
-        self.meta = dict(meta)
+        self.meta = {**meta, "reply_problem": problem}
+        self.problem = problem
 
 
 def _call_meta(
@@ -359,6 +412,7 @@ def _call_meta(
         "cost_usd": sum(c.cost_usd for c in calls),
         "cached": all(c.cached for c in calls),
         "llm_latency_s": sum(c.latency_s for c in calls),
+        "finish_reason": completion.finish_reason,
         "prompt": messages,
         "reply": completion.text,
     }
@@ -369,6 +423,7 @@ class _LLMOperator:
 
     name = "llm"
     default_temperature: float | None = None
+    language = "triton"
 
     def __init__(
         self,
@@ -415,23 +470,32 @@ class _LLMOperator:
         stage: str,
         prior: Completion | None = None,
         extra_meta: Mapping[str, Any] | None = None,
+        lineage: bool = True,
     ) -> Candidate:
         meta = {**_call_meta(messages, completion, prior=prior), **(extra_meta or {})}
+        base = parents[0].source if parents else ""
         try:
             reply: Reply = parse_reply(completion.text)
-            source = reply.resolve(parents[0].source)
+            source = reply.resolve(base)
         except ReplyError as exc:
-            raise LLMReplyError(f"{self.name}: {exc}", meta=meta) from None
+            problem = "patch" if isinstance(exc, PatchError) else "unreadable"
+            why = f"{self.name}: {exc}"
+            if completion.finish_reason == "length":
+                problem = "truncated"
+                why += f" (the reply was cut at max_tokens = {self.max_tokens or 'the [llm] max_tokens'}: raise it)"
+            elif problem == "unreadable":
+                why += f"; the reply began: {_quote(completion.text)}"
+            raise LLMReplyError(why, meta=meta, problem=problem) from None
         meta["reply_kind"] = reply.kind
         if any(source.strip() == p.source.strip() for p in parents):
-            raise LLMReplyError(f"{self.name}: the reply leaves the kernel unchanged", meta=meta)
+            raise LLMReplyError(f"{self.name}: the reply leaves the kernel unchanged", meta=meta, problem="unchanged")
         return Candidate.from_source(
             source,
-            task=parents[0].task,
-            parents=tuple(p.id for p in parents),
+            task=parents[0].task if parents else "",
+            parents=tuple(p.id for p in parents) if lineage else (),
             operator=self.name,
             stage=stage,
-            language=parents[0].language,
+            language=parents[0].language if parents else self.language,
             meta=meta,
         )
 
@@ -474,6 +538,8 @@ class LLMStageRewrite(_LLMOperator):
     def _allowed(self, context: MutationContext) -> list[str]:
         if self.stage:
             return [self.stage]
+        if context.stage:  # the strategy asked for this one (the stages pipeline)
+            return [context.stage]
         known = self.builder.stage_names()
         return [s for s in self.stages if s in known] if self.stages else known
 
@@ -482,10 +548,10 @@ class LLMStageRewrite(_LLMOperator):
     ) -> list[str]:
         """Stages flagged by the analysis (names or issues a stage lists as triggers), not yet done first."""
         allowed = self._allowed(context)
-        if self.stage:
+        if self.stage or context.stage:
             return allowed
         if not found and context.knowledge_enabled:
-            found = self.builder.found_issues(parent.source)
+            found = self.builder.found_issues(parent.source, context.arch)
         triggers = {s: self.builder.stage_triggers(s) for s in allowed}
         flagged: list[str] = []
         for item in found:
@@ -503,7 +569,7 @@ class LLMStageRewrite(_LLMOperator):
 
     def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
         parent = parents[0]
-        if self.select == "llm" and not self.stage:
+        if self.select == "llm" and not (self.stage or context.stage):
             return self.builder.analyze(parent, context, self._allowed(context))
         return self.builder.stage_rewrite(
             parent, context, self.pick(parent, context, self.worth_running(parent, context))
@@ -512,7 +578,7 @@ class LLMStageRewrite(_LLMOperator):
     async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
         parent = parents[0]
         prior: Completion | None = None
-        if self.select == "llm" and not self.stage:
+        if self.select == "llm" and not (self.stage or context.stage):
             allowed = self._allowed(context)
             analysis = self.builder.analyze(parent, context, allowed)
             prior = await self.client.complete(
@@ -593,7 +659,8 @@ class LLMRepair(_LLMOperator):
             messages,
             completion,
             stage="repair",
-            extra_meta={"repair_attempts": attempts + 1, "repaired_status": str(result.status)},
+            extra_meta={"repair_attempts": attempts + 1, "repaired_status": str(result.status),
+                        "repair_error": _clip(result.message.strip(), 1000)},
         )
 
 
@@ -650,6 +717,27 @@ class LLMCrossover(_LLMOperator):
     name = "llm-crossover"
     default_temperature = 0.7
 
+    def __init__(
+        self,
+        *,
+        client: LLMClient,
+        feedback_after: int = 2,
+        delay_feedback: bool = True,
+        builder: PromptBuilder | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(
+            client=client, builder=builder, temperature=temperature, max_tokens=max_tokens, model=model
+        )
+        self.feedback_after = feedback_after
+        self.delay_feedback = delay_feedback
+
+    def shows_feedback(self, context: MutationContext) -> bool:
+        """Like an optimization: figures only once the (first) parent's lineage has settled."""
+        return not self.delay_feedback or context.lineage_correct_steps >= self.feedback_after
+
     def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
         return parent_result is None or parent_result.ok
 
@@ -679,13 +767,56 @@ class LLMCrossover(_LLMOperator):
 
     def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
         a, b, results = self._pair(parents, context)
-        return self.builder.crossover(a, b, context, results)
+        return self.builder.crossover(a, b, context, results, feedback=self.shows_feedback(context))
 
     async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
-        a, b, results = self._pair(parents, context)
-        messages = self.builder.crossover(a, b, context, results)
+        messages = self.messages(parents, context)
         completion = await self._ask(messages, context)
-        return self._child((a, b), messages, completion, stage="crossover")
+        return self._child(self._pair(parents, context)[:2], messages, completion, stage="crossover",
+                           extra_meta={"feedback": self.shows_feedback(context)})
+
+
+class LLMGenerate(_LLMOperator):
+    """Write a first kernel from the task's reference (CuTeGen's generate step; the seed of a task no template
+    serves). Each proposal is an independent sample: the cache salt holds the context's seed, so several
+    generations for one task are several requests. The child is a root of the lineage (it descends from no
+    kernel: ``parents`` is empty); a parent given is only what the reply must differ from. ``language`` is the
+    kernel language asked for (``triton``, or ``cute``: the system prompt then carries the CuTe guide)."""
+
+    name = "llm-generate"
+    default_temperature = 0.8
+
+    def __init__(
+        self,
+        *,
+        client: LLMClient,
+        language: str = "triton",
+        builder: PromptBuilder | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(
+            client=client, builder=builder, temperature=temperature, max_tokens=max_tokens, model=model
+        )
+        self.language = language
+
+    def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
+        return True  # it reads the reference, not the parent
+
+    def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
+        return self.builder.generate(context, language=self.language)
+
+    async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
+        messages = self.messages(parents, context)
+        completion = await self._ask(messages, context)
+        return self._child(parents, messages, completion, stage="generate", lineage=False,
+                           extra_meta={"generated": True})
+
+
+def _quote(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return json.dumps(flat if len(flat) <= limit else flat[:limit] + "...")
 
 
 def preview(
@@ -698,6 +829,7 @@ def preview(
 
 __all__ = [
     "LLMCrossover",
+    "LLMGenerate",
     "LLMOptimize",
     "LLMRepair",
     "LLMReplyError",

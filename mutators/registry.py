@@ -18,7 +18,14 @@ from typing import Any
 
 from evoforge.mutators.base import LLMClient, Mutator
 from evoforge.mutators.llm_client import LLMConfig
-from evoforge.mutators.llm_ops import LLMCrossover, LLMOptimize, LLMRepair, LLMStageRewrite, PromptBuilder
+from evoforge.mutators.llm_ops import (
+    LLMCrossover,
+    LLMGenerate,
+    LLMOptimize,
+    LLMRepair,
+    LLMStageRewrite,
+    PromptBuilder,
+)
 from evoforge.mutators.rules import (
     GroupedOrdering,
     InputPrecision,
@@ -130,12 +137,20 @@ def _builder(cls: type, defaults: Callable[[OperatorSettings], dict[str, Any]]) 
 for _rule in (RetuneLaunch, ReductionForm, GroupedOrdering, InputPrecision, PersistentGrid):
     register_operator(_rule.name, family="rule", build=_builder(_rule, lambda s: {"arch": s.arch, "seed": s.seed}))
 
-register_operator(LLMStageRewrite.name, family="llm", build=_builder(
-    LLMStageRewrite, lambda s: {"client": s.client, "builder": s.builder, "seed": s.seed}))
-register_operator(LLMRepair.name, family="llm", build=_builder(
-    LLMRepair, lambda s: {"client": s.client, "builder": s.builder, "max_attempts": s.llm.repair_attempts}))
-register_operator(LLMOptimize.name, family="llm", build=_builder(
-    LLMOptimize, lambda s: {"client": s.client, "builder": s.builder, "feedback_after": s.llm.feedback_after,
-                            "delay_feedback": s.llm.delay_feedback}))
-register_operator(LLMCrossover.name, family="llm", build=_builder(
-    LLMCrossover, lambda s: {"client": s.client, "builder": s.builder}))
+def _llm(cls: type, **from_settings: Callable[[OperatorSettings], Any]) -> Factory:
+    """An LLM operator from the shared client and prompt builder, at the ``[llm]`` temperature set for its name
+    (or its own when none is), with ``from_settings`` read from the settings; its own options over all."""
+    def defaults(s: OperatorSettings) -> dict[str, Any]:
+        out = {"client": s.client, "builder": s.builder, "temperature": s.llm.temperature_of(cls.name)}
+        return {**out, **{key: read(s) for key, read in from_settings.items()}}
+
+    return _builder(cls, defaults)
+
+
+register_operator(LLMStageRewrite.name, family="llm", build=_llm(LLMStageRewrite, seed=lambda s: s.seed))
+register_operator(LLMRepair.name, family="llm", build=_llm(LLMRepair, max_attempts=lambda s: s.llm.repair_attempts))
+register_operator(LLMOptimize.name, family="llm", build=_llm(
+    LLMOptimize, feedback_after=lambda s: s.llm.feedback_after, delay_feedback=lambda s: s.llm.delay_feedback))
+register_operator(LLMCrossover.name, family="llm", build=_llm(
+    LLMCrossover, feedback_after=lambda s: s.llm.feedback_after, delay_feedback=lambda s: s.llm.delay_feedback))
+register_operator(LLMGenerate.name, family="llm", build=_llm(LLMGenerate))

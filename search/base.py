@@ -58,7 +58,8 @@ class Store(Protocol):
     """The record of one campaign: every evaluated candidate with its result, in the order they finished.
 
     ``save_candidate`` writes a candidate before its evaluation starts (a trial never lacks its candidate);
-    ``record`` writes one finished evaluation and returns its number (0, 1, 2... per task); ``load`` gives a task's
+    ``record`` writes one finished evaluation and returns its number (0, 1, 2... per task), with when it was handed
+    to an evaluator and when its result came back (``started_at``, ``finished_at``: epoch seconds); ``load`` gives a task's
     records back in that order, candidates and results equal to what was recorded; a store opened again on the
     same record sees all of it (``--resume``). ``close_interrupted`` finishes what a killed writer left half
     written and says how many; ``study`` makes a task's (empty) record exist.
@@ -69,7 +70,8 @@ class Store(Protocol):
     def save_candidate(self, candidate: Candidate) -> None: ...
 
     def record(self, task_name: str, candidate: Candidate, result: EvalResult, *,
-               extra_attrs: dict[str, Any] | None = None) -> int: ...
+               extra_attrs: dict[str, Any] | None = None, started_at: float | None = None,
+               finished_at: float | None = None) -> int: ...
 
     def load(self, task_name: str) -> list[StoredTrial]: ...
 

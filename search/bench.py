@@ -19,17 +19,11 @@ from typing import Any
 
 from evoforge.backends.replay import Landscape
 from evoforge.search.base import Proposal, Strategy
-from evoforge.search.strategies import get_strategy, strategy_names
+from evoforge.search.strategy_spec import build_strategy, check_strategy
 
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
+from evoforge.core import Candidate, DeprecatedFlag, EvalResult, EvalStatus, UsageError
 
 WITHIN = 1.02
-
-
-def parse_strategy(spec: str) -> tuple[str, dict[str, Any]]:
-    """``bayes:gp`` is the bayes strategy with the GP sampler; a plain name has no options."""
-    name, _, sampler = spec.partition(":")
-    return name, ({"sampler": sampler} if sampler else {})
 
 
 def child_of(proposal: Proposal) -> Candidate | None:
@@ -99,12 +93,10 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
     under ``at`` (``random_at`` for the baseline).
     """
     if budget < 1 or repeats < 1 or batch < 1:
-        raise UsageError("--budget, --repeats and --batch must be at least 1")
+        raise UsageError("--budget-evals, --repeats and --batch must be at least 1")
     landscape = Landscape.load(landscape_path)
     best = landscape.best_ms
-    name, opts = parse_strategy(strategy)
-    if name not in strategy_names():
-        raise UsageError(f"--strategy {name}: unknown strategy (choose from {', '.join(strategy_names())})")
+    check_strategy(strategy)
     out: dict[str, Any] = {"landscape": Path(landscape.path).name, "kernel": landscape.kernel, "gpu": landscape.gpu,
                            "configs": len(landscape.rows), "exhaustive_best_ms": best, "strategy": strategy,
                            "budget": budget, "repeats": repeats, "batch": batch, "seed": seed}
@@ -117,12 +109,10 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
         unsafe = knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch)
         out.update(kb=True, unsafe=unsafe)
     for spec, prefix in runs:
-        sname, sopts = parse_strategy(spec)
-        if kb and not prefix:
-            sopts = {**sopts, "unsafe": unsafe}
+        options = {"unsafe": unsafe} if kb and not prefix else None
         ratios: dict[int, list[float]] = {b: [] for b in (budget, *checkpoints)}
         for r in range(repeats):
-            strat = get_strategy(sname, seed=seed + r, initial=[landscape.seed_candidate()], **sopts)
+            strat = build_strategy(spec, seed=seed + r, initial=[landscape.seed_candidate()], options=options)
             history = run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r)
             for b, ratio in best_ratios(history, best, list(ratios)).items():
                 ratios[b].append(ratio)
@@ -158,20 +148,23 @@ def _main(args: argparse.Namespace) -> int:
     total = args.repeats * 2
     with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task(f"search-bench {args.strategy}", total=total)
-        res = search_bench(args.landscape, budget=args.budget, repeats=args.repeats, strategy=args.strategy,
+        res = search_bench(args.landscape, budget=args.budget_evals, repeats=args.repeats, strategy=args.strategy,
                            seed=args.seed, batch=args.batch, progress=lambda k: bar.advance(task, k), kb=args.kb)
     print(json.dumps(res) if args.json else _format_table(res))
     return 0
 
 
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``search-bench LANDSCAPE.json --budget N --repeats R [--strategy NAME] [--seed S] [--json]``."""
+    """Register ``search-bench LANDSCAPE.json --budget-evals N --repeats R [--strategy NAME] [--seed S] [--json]``."""
     p = subparsers.add_parser(
         "search-bench", help="score a search strategy on a recorded landscape (CPU replay)",
         description="Replay a recorded tuning landscape and report how often a strategy gets within 2%% of the "
                     "exhaustive best within a budget, beside random search.")
     p.add_argument("landscape", metavar="LANDSCAPE.json", help="a recorded landscape (space + rows)")
-    p.add_argument("--budget", type=int, default=30, help="evaluations per search (default 30)")
+    p.add_argument("--budget-evals", type=int, default=30, metavar="N",
+                   help="evaluations per search (default 30), as `evoforge run --budget-evals`")
+    p.add_argument("--budget", dest="budget_evals", type=int, action=DeprecatedFlag, new="--budget-evals",
+                   help=argparse.SUPPRESS)
     p.add_argument("--repeats", type=int, default=100, help="searches with different seeds (default 100)")
     p.add_argument("--strategy", default="default",
                    help="registered strategy name; bayes:gp / bayes:cmaes pick the Optuna sampler (default: default)")

@@ -7,7 +7,9 @@ candidate recorded as ``crashed``; one that does not answer well past the timeou
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,10 +36,17 @@ def init_ray(address: str = "", *, num_cpus: int | None = None) -> None:
         return
     previous = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
+    # Started from a worker thread (the Python API under a running event loop), Ray warns that it set no SIGTERM
+    # handler: true, and nothing for the user to act on.
+    worker_log = logging.getLogger("ray._private.worker")
+    level = worker_log.level
+    if threading.current_thread() is not threading.main_thread():
+        worker_log.setLevel(logging.ERROR)
     try:
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
     finally:
+        worker_log.setLevel(level)
         if previous is None:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:

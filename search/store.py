@@ -1,18 +1,31 @@
 """The Optuna record (``OptunaStore``, the ``Store`` of search/base.py): one study per (campaign, task), one
 finished trial per evaluated candidate.
 
-Trials are written finished (``create_new_trial`` with a complete template), never left RUNNING: a kill -9
-loses only what was in flight. Candidates are written to ``RUN_DIR/candidates`` before their trial, so a
-trial always has its candidate; sources, prompts and replies are also Optuna artifacts for the dashboard.
+Trials are written finished in one step (``create_new_trial`` with a complete template: value, parameters,
+attributes, artifacts and the evaluation's own start and end), never left RUNNING: a kill -9 loses only what
+was in flight. Candidates are written to ``RUN_DIR/candidates`` before their trial, so a trial always has its
+candidate; sources, prompts and replies are also Optuna artifacts for the dashboard.
+
+The record is read by Optuna's own tools (importance, slice and timeline plots, ``trials_dataframe``,
+optuna-dashboard), so it says what the search did in their terms: a ``SPACE`` choice list is a
+``CategoricalDistribution`` (not an integer range the plots would treat as continuous), a trial starts when its
+evaluation was handed to an evaluator and ends when the result came back, and an artifact's id is its content's
+hash, so a thousand parameter moves of one structure share one ``source.py`` (one ``system_attrs`` column of
+``trials_dataframe``, not a thousand).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import errno
+import hashlib
+import io
 import json
+import mimetypes
 import os
 import tempfile
 import time
+import uuid
 import warnings
 from collections.abc import Iterator
 from dataclasses import replace
@@ -21,7 +34,7 @@ from typing import Any
 
 import optuna
 from evoforge.search.base import StoredTrial
-from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+from optuna.artifacts import FileSystemArtifactStore
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
@@ -83,16 +96,65 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
 def _distribution(name: str, value: Any, space: dict[str, list[Any]]) -> BaseDistribution | None:
-    """A distribution Optuna accepts for this value; ranges may differ between structures, kinds may not."""
-    choices = space.get(name) or [value]
+    """The distribution a value was drawn from, as Optuna's tools should read it.
+
+    A declared choice list is a ``CategoricalDistribution`` of exactly those choices (``BLOCK`` in [256, 512,
+    1024] is three options, not the continuum between them); a value the candidate fixes without a choice list
+    is a point of its numeric kind. Strings without a list and values outside their list are kept in
+    ``user_attrs["params"]`` only.
+    """
+    choices = space.get(name)
+    if choices:
+        if not all(isinstance(c, _PLAIN) for c in choices) or not _among(value, choices):
+            return None
+        return CategoricalDistribution(list(dict.fromkeys(choices)))
     if isinstance(value, bool):
         return CategoricalDistribution([False, True])
-    if isinstance(value, int) and all(isinstance(c, int) and not isinstance(c, bool) for c in choices):
-        return IntDistribution(min(min(choices), value), max(max(choices), value))
-    if isinstance(value, float | int) and all(isinstance(c, float | int) for c in choices):
-        return FloatDistribution(float(min(min(choices), value)), float(max(max(choices), value)))
-    return None  # strings and others: kept in user_attrs["params"] only
+    if isinstance(value, int):
+        return IntDistribution(value, value)
+    if isinstance(value, float):
+        return FloatDistribution(value, value)
+    return None
+
+
+def _among(value: Any, choices: Any) -> bool:
+    """``value in choices`` without Python's ``True == 1``: a choice counts only with its own type."""
+    return any(type(c) is type(value) and c == value for c in choices)
+
+
+def _conform(value: Any, new: BaseDistribution, recorded: BaseDistribution | None) -> BaseDistribution | None:
+    """The distribution to record ``value`` under in a study that may already hold the parameter.
+
+    Optuna fixes a parameter's kind (and a categorical's choices) at its first trial in a study; a later structure
+    may declare other choices. The value is recorded under the study's distribution where that holds it, and
+    left to ``user_attrs["params"]`` where it cannot (the trial is still recorded).
+    """
+    if recorded is None or recorded == new:
+        return new
+    if isinstance(recorded, CategoricalDistribution):
+        return recorded if _among(value, recorded.choices) else None
+    if isinstance(new, CategoricalDistribution):  # a numeric parameter so far: the value as a point of that kind
+        if isinstance(recorded, IntDistribution) and type(value) is int:
+            return IntDistribution(value, value, log=recorded.log)
+        if isinstance(recorded, FloatDistribution) and type(value) in (int, float):
+            return FloatDistribution(float(value), float(value), log=recorded.log)
+        return None
+    if type(new) is type(recorded) and not getattr(recorded, "log", False):
+        return new  # numeric ranges may differ between trials; kinds may not
+    return None
+
+
+def _artifact_id(filename: str, data: bytes) -> str:
+    """Content-addressed: the same file of two trials is one artifact (and one ``trials_dataframe`` column)."""
+    return str(uuid.UUID(hashlib.sha256(filename.encode() + b"\0" + data).hexdigest()[:32]))
+
+
+def _when(epoch_s: float) -> _dt.datetime:
+    return _dt.datetime.fromtimestamp(epoch_s)  # Optuna's own clock: naive local time (datetime.now())
 
 
 def open_storage(url: str) -> optuna.storages.BaseStorage:
@@ -173,6 +235,7 @@ class OptunaStore:
         self.artifacts = FileSystemArtifactStore(str(self.run_dir / "artifacts"))
         (self.run_dir / "artifacts").mkdir(parents=True, exist_ok=True)
         self._studies: dict[str, optuna.Study] = {}
+        self._recorded: dict[int, dict[str, BaseDistribution]] = {}  # study id -> distribution of each parameter
 
     def study_name(self, task_name: str) -> str:
         return f"{self.campaign}/{task_name}"
@@ -189,6 +252,15 @@ class OptunaStore:
             self._studies[task_name] = study
         return self._studies[task_name]
 
+    def existing(self, task_name: str) -> tuple[int, dict[str, Any]]:
+        """How many trials the task's study already holds, and its user attributes; (0, {}) when there is no such
+        study. Reads only: nothing is created."""
+        try:
+            study_id = self.storage.get_study_id_from_name(self.study_name(task_name))
+        except KeyError:
+            return 0, {}
+        return self.storage.get_n_trials(study_id), dict(self.storage.get_study_user_attrs(study_id))
+
     def save_candidate(self, candidate: Candidate) -> None:
         path = self.candidates_dir / f"{candidate.id}.json"
         if not path.exists():
@@ -202,10 +274,16 @@ class OptunaStore:
             return None
 
     def record(self, task_name: str, candidate: Candidate, result: EvalResult, *,
-               extra_attrs: dict[str, Any] | None = None) -> int:
-        """One finished trial. Returns its number. A full disk is ``DiskFull`` (one line), not a traceback."""
+               extra_attrs: dict[str, Any] | None = None, started_at: float | None = None,
+               finished_at: float | None = None) -> int:
+        """One finished trial. Returns its number. A full disk is ``DiskFull`` (one line), not a traceback.
+
+        ``started_at`` and ``finished_at`` (epoch seconds) are when the evaluation was handed to an evaluator and
+        when its result came back: the trial's ``datetime_start`` and ``datetime_complete``, which Optuna's
+        timeline and durations read. Left out: the result's own ``eval_s``, ending now.
+        """
         try:
-            return self._record(task_name, candidate, result, extra_attrs)
+            return self._record(task_name, candidate, result, extra_attrs, started_at, finished_at)
         except DiskFull:
             raise
         except Exception as e:
@@ -215,14 +293,10 @@ class OptunaStore:
             raise
 
     def _record(self, task_name: str, candidate: Candidate, result: EvalResult,
-                extra_attrs: dict[str, Any] | None) -> int:
+                extra_attrs: dict[str, Any] | None, started_at: float | None, finished_at: float | None) -> int:
         self.save_candidate(candidate)
         study = self.study(task_name)
-        params, distributions = {}, {}
-        for name, value in candidate.params.items():
-            dist = _distribution(name, value, candidate.space)
-            if dist is not None:
-                params[name], distributions[name] = value, dist
+        study_id = study._study_id
         meta = candidate.meta
         attrs: dict[str, Any] = {
             "status": str(result.status), "message": result.message[:MESSAGE_LIMIT],
@@ -239,18 +313,67 @@ class OptunaStore:
             if key in meta:
                 attrs[key] = meta[key]
         attrs.update(extra_attrs or {})
-        # Created RUNNING so the artifacts can attach, then finished at once. A kill in between leaves a
-        # RUNNING trial that already holds its result: ``close_interrupted`` finishes it as recorded.
-        trial = optuna.trial.create_trial(
-            state=TrialState.RUNNING, params=params, distributions=distributions, user_attrs=attrs,
-            system_attrs={"evoforge:result": json.dumps(json_safe(result.to_dict()))})
-        study_id = self.storage.get_study_id_from_name(study.study_name)
-        trial_id = self.storage.create_new_trial(study_id, template_trial=trial)
-        try:
-            self._upload_artifacts(trial_id, candidate)
-        finally:
-            self._finish(trial_id, result)
+        finished = finished_at if finished_at is not None else time.time()
+        started = started_at if started_at is not None else finished - max(float(result.eval_s or 0.0), 0.0)
+        # The artifacts first (content-addressed files), then the trial in one step, finished: a kill in between
+        # leaves at most a file no trial names, never a half-written trial.
+        system_attrs: dict[str, Any] = {"evoforge:result": json.dumps(json_safe(result.to_dict()))}
+        system_attrs.update(self._write_artifacts(candidate))
+        ok = result.status is EvalStatus.OK and result.speedup is not None
+        for attempt in range(2):
+            params, distributions = self._params(study_id, candidate, refresh=attempt > 0)
+            trial = optuna.trial.create_trial(
+                state=TrialState.COMPLETE if ok else TrialState.FAIL, value=float(result.speedup) if ok else None,
+                params=params, distributions=distributions, user_attrs=attrs, system_attrs=system_attrs)
+            trial.datetime_start = _when(min(started, finished))
+            trial.datetime_complete = _when(finished)
+            try:
+                trial_id = self.storage.create_new_trial(study_id, template_trial=trial)
+                break
+            except ValueError:  # another writer fixed a parameter's distribution meanwhile: conform and retry
+                if attempt:
+                    raise
+        self._recorded.setdefault(study_id, {}).update(
+            {k: v for k, v in distributions.items() if k not in self._recorded.get(study_id, {})})
         return self.storage.get_trial_number_from_id(trial_id)
+
+    def _params(self, study_id: int, candidate: Candidate, *,
+                refresh: bool = False) -> tuple[dict[str, Any], dict[str, BaseDistribution]]:
+        """The candidate's parameters that Optuna can hold, each under the distribution its study records."""
+        if refresh or study_id not in self._recorded:
+            recorded: dict[str, BaseDistribution] = {}
+            for t in self.storage.get_all_trials(study_id, deepcopy=False):
+                for name, dist in t.distributions.items():
+                    recorded.setdefault(name, dist)
+            self._recorded[study_id] = recorded
+        recorded = self._recorded[study_id]
+        params, distributions = {}, {}
+        for name, value in candidate.params.items():
+            dist = _distribution(name, value, candidate.space)
+            dist = _conform(value, dist, recorded.get(name)) if dist is not None else None
+            if dist is not None:
+                params[name], distributions[name] = value, dist
+        return params, distributions
+
+    def _write_artifacts(self, candidate: Candidate) -> dict[str, str]:
+        """Write the candidate's files to the artifact store; returns the trial's ``artifacts:<id>`` attributes
+        (the metadata ``optuna.artifacts.upload_artifact`` writes, which optuna-dashboard lists)."""
+        files = {"source.py": candidate.source}
+        if "prompt" in candidate.meta:
+            files["prompt.md"] = _render_prompt(candidate.meta["prompt"])
+        if "reply" in candidate.meta:
+            files["reply.md"] = str(candidate.meta["reply"])
+        attrs = {}
+        for filename, text in files.items():
+            data = text.encode()
+            artifact_id = _artifact_id(filename, data)
+            if not (self.run_dir / "artifacts" / artifact_id).exists():
+                self.artifacts.write(artifact_id, io.BytesIO(data))
+            mimetype, encoding = mimetypes.guess_type(filename)
+            attrs[f"artifacts:{artifact_id}"] = json.dumps({
+                "artifact_id": artifact_id, "filename": filename,
+                "mimetype": mimetype or "application/octet-stream", "encoding": encoding})
+        return attrs
 
     def _finish(self, trial_id: int, result: EvalResult) -> None:
         ok = result.status is EvalStatus.OK and result.speedup is not None
@@ -259,22 +382,9 @@ class OptunaStore:
         else:
             self.storage.set_trial_state_values(trial_id, TrialState.FAIL)
 
-    def _upload_artifacts(self, trial_id: int, candidate: Candidate) -> None:
-        frozen = self.storage.get_trial(trial_id)
-        files = {"source.py": candidate.source}
-        if "prompt" in candidate.meta:
-            files["prompt.md"] = _render_prompt(candidate.meta["prompt"])
-        if "reply" in candidate.meta:
-            files["reply.md"] = str(candidate.meta["reply"])
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, text in files.items():
-                path = Path(tmp) / name
-                path.write_text(text)
-                upload_artifact(artifact_store=self.artifacts, file_path=str(path), study_or_trial=frozen,
-                                storage=self.storage)
-
     def close_interrupted(self) -> int:
-        """Close trials left RUNNING by a writer that died (as FAIL with the reason); returns how many."""
+        """Close trials left RUNNING by a writer that died (as FAIL with the reason); returns how many. Trials are
+        now written finished in one step; records of earlier versions (and other writers) may still hold some."""
         closed = 0
         for study in self._all_studies():
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):

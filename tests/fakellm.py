@@ -5,10 +5,14 @@ through the real ``openai`` client (retries, timeouts, status codes) and nothing
 takes the next step of the script:
 
 - a string: the reply text;
-- a callable ``f(messages) -> str``: the reply depends on the prompt (e.g. repair the kernel it was sent);
+- a callable ``f(messages) -> str | dict``: the reply depends on the prompt (e.g. repair the kernel it was
+  sent); a dict it returns is taken as the step below (a scripted model can answer 429 or cut a reply short);
 - a dict with one of ``reply``, ``status`` (429, 500, 401, ...; optional ``retry_after`` seconds),
   ``hang`` (seconds to wait before answering, then the reply in ``reply`` or a default), ``garbage`` (a 200
-  whose body is not JSON); optional ``usage`` ({prompt_tokens, completion_tokens}) and ``model``.
+  whose body is not JSON); optional ``usage`` ({prompt_tokens, completion_tokens}), ``model``,
+  ``finish_reason`` (``length``: the reply was cut at max_tokens; default ``stop``) and ``dribble_s`` (the
+  body goes out in pieces over that many seconds: a slow stream). A request with ``"stream": true`` is answered
+  as server-sent events, one chunk per piece, like a real endpoint streams.
 
 When the script runs out, ``default`` answers (a string or callable); without one the server answers 500
 with "script exhausted", so a test that sends more requests than it meant to fails loudly.
@@ -18,6 +22,8 @@ Every request is recorded (method, path, headers, JSON body) in ``server.request
 Standalone, for trying a campaign without any API key::
 
     python -m tests.fakellm --port 8011 --echo      # replies with the last python block of the prompt
+    python -m tests.fakellm --port 8011 --kernels   # answers like a model, with honest Triton kernels
+                                                    # (tests/kernelmodel.py): what the llm_loops ablation runs
 """
 
 from __future__ import annotations
@@ -67,6 +73,11 @@ def echo_last_python_block(messages: list[dict[str, Any]]) -> str:
     return f"Here is the kernel.\n\n```python\n{body}```\n"
 
 
+def _pieces(text: str, n: int) -> list[str]:
+    size = max(1, -(-len(text) // max(1, n)))
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
 def _approx_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -77,16 +88,18 @@ class FakeLLMServer:
     Use as a context manager, or ``start()``/``stop()``. ``url`` is the ``base_url`` to give a client.
     ``api_key``: when set, a request whose bearer token differs gets 401 (like a real provider).
     ``strict_models``: a request for a model not in ``models`` gets 404 ``model_not_found``.
+    ``only_under_v1``: as vLLM, Ollama and OpenAI, the API answers only under ``/v1/``; elsewhere 404.
     """
 
     def __init__(
         self,
         script: Iterable[Step] = (),
         *,
-        default: str | Callable[[list[dict[str, Any]]], str] | None = None,
+        default: str | Callable[[list[dict[str, Any]]], Any] | None = None,
         models: Sequence[str] = ("fake-model",),
         api_key: str | None = None,
         strict_models: bool = False,
+        only_under_v1: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -95,7 +108,9 @@ class FakeLLMServer:
         self.models = list(models)
         self.api_key = api_key
         self.strict_models = strict_models
+        self.only_under_v1 = only_under_v1
         self.requests: list[RecordedRequest] = []
+        self.tokens_served = {"prompt_tokens": 0, "completion_tokens": 0}  # what the replies' usage said
         self.in_flight = 0
         self.max_in_flight = 0  # the most chat requests answered at once (a concurrency limit shows here)
         self._lock = threading.Lock()
@@ -104,6 +119,9 @@ class FakeLLMServer:
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread: threading.Thread | None = None
+
+    def _routed(self, path: str) -> bool:
+        return not self.only_under_v1 or path.startswith("/v1/")
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     @property
@@ -185,6 +203,50 @@ class FakeLLMServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                     pass
 
+            def _send_slowly(self, payload: dict[str, Any], dribble_s: float) -> None:
+                """A 200 whose body arrives in pieces over ``dribble_s`` seconds (a slow upstream)."""
+                body = json.dumps(payload).encode()
+                pieces = [body[i:i + 64] for i in range(0, len(body), 64)]
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    for piece in pieces:
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                        if server._released.wait(dribble_s / len(pieces)):
+                            return
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _stream(self, reply: str, model: str, finish_reason: str, usage: dict[str, Any],
+                        dribble_s: float) -> None:
+                """Server-sent events as OpenAI-compatible servers stream: a chunk per piece, then [DONE]."""
+                base = {"id": f"chatcmpl-fake{len(server.requests)}", "object": "chat.completion.chunk",
+                        "created": int(time.time()), "model": model}
+                pieces = _pieces(reply, 8)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    for i, piece in enumerate(pieces):
+                        delta = {"content": piece} if i else {"role": "assistant", "content": piece}
+                        chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                        if dribble_s and server._released.wait(dribble_s / len(pieces)):
+                            return
+                    last = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}],
+                            "usage": usage}
+                    self.wfile.write(f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
+                    self.wfile.flush()
+                    self.close_connection = True
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
             def _record(self, body: dict[str, Any] | None) -> None:
                 with server._lock:
                     server.requests.append(
@@ -207,7 +269,7 @@ class FakeLLMServer:
                 self._record(None)
                 if not self._authorized():
                     return
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/models") and server._routed(self.path):
                     data = [
                         {"id": m, "object": "model", "created": 0, "owned_by": "fakellm"}
                         for m in server.models
@@ -224,7 +286,7 @@ class FakeLLMServer:
                 except json.JSONDecodeError:
                     body = None
                 self._record(body)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if not self.path.rstrip("/").endswith("/chat/completions") or not server._routed(self.path):
                     self._send(404, _error(f"no route {self.path}", "invalid_request_error", None))
                     return
                 if not self._authorized():
@@ -255,6 +317,9 @@ class FakeLLMServer:
                 if step is None:
                     self._send(500, _error("fakellm: script exhausted", "server_error", None))
                     return
+                if callable(step) and not isinstance(step, Mapping):
+                    answer = step(messages)
+                    step = answer if isinstance(answer, Mapping) else {"reply": str(answer)}
                 if isinstance(step, Mapping):
                     if "hang" in step:
                         server._released.wait(float(step["hang"]))
@@ -271,17 +336,23 @@ class FakeLLMServer:
                         reply = reply(messages)
                     usage = step.get("usage")
                     model = step.get("model", body.get("model", "fake-model"))
-                elif callable(step):
-                    reply, usage, model = step(messages), None, body.get("model", "fake-model")
+                    finish_reason = str(step.get("finish_reason", "stop"))
+                    dribble_s = float(step.get("dribble_s", 0.0))
                 else:
                     reply, usage, model = str(step), None, body.get("model", "fake-model")
+                    finish_reason, dribble_s = "stop", 0.0
                 prompt_text = "".join(str(m.get("content", "")) for m in messages)
                 usage = dict(usage or {})
                 usage.setdefault("prompt_tokens", _approx_tokens(prompt_text))
                 usage.setdefault("completion_tokens", _approx_tokens(str(reply)))
                 usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-                self._send(
-                    200,
+                with server._lock:
+                    server.tokens_served["prompt_tokens"] += usage["prompt_tokens"]
+                    server.tokens_served["completion_tokens"] += usage["completion_tokens"]
+                if body.get("stream"):
+                    self._stream(str(reply), str(model), finish_reason, usage, dribble_s)
+                    return
+                (self._send_slowly if dribble_s else lambda payload, _: self._send(200, payload))(
                     {
                         "id": f"chatcmpl-fake{len(server.requests)}",
                         "object": "chat.completion",
@@ -291,11 +362,12 @@ class FakeLLMServer:
                             {
                                 "index": 0,
                                 "message": {"role": "assistant", "content": str(reply)},
-                                "finish_reason": "stop",
+                                "finish_reason": finish_reason,
                             }
                         ],
                         "usage": usage,
                     },
+                    dribble_s,
                 )
 
         return Handler
@@ -313,15 +385,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--echo", action="store_true", help="after the replies, echo the prompt's last python block"
     )
     parser.add_argument(
+        "--kernels", action="store_true",
+        help="after the replies, answer like a model with Triton kernels (tests/kernelmodel.py)",
+    )
+    parser.add_argument(
         "--model", action="append", default=[], help="model id served by /v1/models (repeatable)"
     )
     args = parser.parse_args(argv)
-    server = FakeLLMServer(
-        args.reply,
-        default=echo_last_python_block if args.echo or not args.reply else None,
-        models=args.model or ["fake-model"],
-        port=args.port,
-    )
+    default: Callable[[list[dict[str, Any]]], Any] | None = None
+    if args.kernels:
+        from tests.kernelmodel import KernelModel
+
+        default = KernelModel()
+    elif args.echo or not args.reply:
+        default = echo_last_python_block
+    server = FakeLLMServer(args.reply, default=default, models=args.model or ["fake-model"], port=args.port)
     with server:
         print(f"fakellm serving {server.url} (Ctrl-C stops)", flush=True)
         try:

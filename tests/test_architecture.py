@@ -22,12 +22,16 @@ FOLDERS = {"evoforge": "evoforge", "knowledge": "evoforge.knowledge", "backends"
 # imports evoforge.backends.cute to load its CUDA source), and only the chain executes them.
 DATA = ("evoforge.knowledge.templates",)
 
-VOCABULARY = frozenset({"evoforge", "evoforge.core", "evoforge.task"})
-# The face: commands, the campaign driver, reports, ablations, the dashboard. It stands on the engine; nothing
-# of the engine imports it. Each subsystem's command module (``knowledge/cli.py``...) is face too.
-FACE = frozenset({"evoforge.cli", "evoforge.campaign_cli", "evoforge.experiments_cli", "evoforge.campaign",
-                  "evoforge.config", "evoforge.export", "evoforge.progress", "evoforge.report", "evoforge.ablation",
-                  "evoforge.ablation_stats", "evoforge.dashboard"})
+VOCABULARY = frozenset({"evoforge.core", "evoforge.task"})
+# The face: commands, the Python API, the campaign driver, reports, ablations, the dashboard. It stands on the
+# engine; nothing of the engine imports it. Each subsystem's command module (``knowledge/cli.py``...) is face too.
+FACE = frozenset({"evoforge.cli", "evoforge.campaign_cli", "evoforge.experiments_cli", "evoforge.api",
+                  "evoforge.campaign", "evoforge.config", "evoforge.export", "evoforge.progress", "evoforge.report",
+                  "evoforge.ablation", "evoforge.ablation_stats", "evoforge.dashboard"})
+# The package itself (``evoforge/__init__.py``) is the front door: it exports the vocabulary and, lazily, the
+# Python API, so it stands with the face. Python runs it before any module of the package, so at module level it
+# imports only the vocabulary (``test_the_package_loads_only_the_vocabulary``).
+PACKAGE = "evoforge"
 # What each floor may import (besides itself); mutators and backends stand side by side on knowledge.
 MAY_IMPORT = {
     "vocabulary": set(),
@@ -43,7 +47,8 @@ REGISTRIES = {
                                "evoforge.backends.replay", "evoforge.backends.xpu"},
     "evoforge.search.strategies": {"evoforge.search.strategies.bayes", "evoforge.search.strategies.default",
                                    "evoforge.search.strategies.evolution",
-                                   "evoforge.search.strategies.random_search"},
+                                   "evoforge.search.strategies.random_search",
+                                   "evoforge.search.strategies.stages", "evoforge.search.strategies.cutegen"},
 }
 
 
@@ -95,7 +100,7 @@ def import_graph() -> dict[str, set[str]]:
 def floor(module: str) -> str:
     if module in VOCABULARY:
         return "vocabulary"
-    if module in FACE or module.endswith(".cli"):
+    if module in FACE or module == PACKAGE or module.endswith(".cli"):
         return "face"
     package = module.split(".")[1]
     if package in MAY_IMPORT:
@@ -166,10 +171,31 @@ def test_no_import_circle_but_a_registry_loading_its_members() -> None:
 def test_the_graph_is_read_from_the_code() -> None:
     """The reader sees lazy imports and ``from package import module`` (a reader that saw nothing passes all)."""
     graph = import_graph()
-    assert FACE | VOCABULARY <= set(graph), f"no such module: {sorted((FACE | VOCABULARY) - set(graph))}"
+    assert FACE | VOCABULARY | {PACKAGE} <= set(graph), \
+        f"no such module: {sorted((FACE | VOCABULARY | {PACKAGE}) - set(graph))}"
+    assert "evoforge.api" in graph[PACKAGE]  # inside __getattr__
     assert "evoforge.backends.cuda" in graph["evoforge.backends.base"]  # lazy, inside _load_builtin
     assert "evoforge.knowledge" in graph["evoforge.mutators.rules"]  # from evoforge import knowledge
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_package_loads_only_the_vocabulary() -> None:
+    """``import evoforge.search.store`` runs ``evoforge/__init__.py`` first: at module level it may import only the
+    vocabulary, the API's names resolve when first used (PEP 562 ``__getattr__``), and nothing of the face is
+    loaded by importing the package or the vocabulary."""
+    import subprocess
+
+    tree = ast.parse((REPO / "evoforge" / "__init__.py").read_text())
+    eager = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    eager |= {n.module or "" for n in tree.body if isinstance(n, ast.ImportFrom) and n.module != "typing"}
+    assert eager <= VOCABULARY, f"evoforge/__init__.py imports at module level: {sorted(eager - VOCABULARY)}"
+    probe = ("import sys, evoforge, evoforge.core, evoforge.task\n"
+             f"print(sorted(m for m in sys.modules if m in {sorted(FACE)!r} or m.endswith('.cli')))\n"
+             "evoforge.run\n"
+             "print('evoforge.api' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[]", "True"], out.stdout
 
 
 def test_nothing_outside_backends_branches_on_a_backend_name() -> None:

@@ -27,7 +27,14 @@ def register_strategy(name: str) -> Callable[[Callable[..., Strategy]], Callable
 
 
 def _load_builtin() -> None:
-    from evoforge.search.strategies import bayes, default, evolution, random_search  # noqa: F401  (registration)
+    from evoforge.search.strategies import (  # noqa: F401  (registration)
+        bayes,
+        cutegen,
+        default,
+        evolution,
+        random_search,
+        stages,
+    )
 
 
 def strategy_names() -> list[str]:

@@ -22,7 +22,11 @@ def run_dir(tmp_path_factory):
                    "--backend", "interpreter", "--budget-evals", str(BUDGET), "--out", str(out),
                    "--name", "t", "--operators", "params", "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    STDERR["first run"] = proc.stderr
     return out, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+STDERR: dict[str, str] = {}  # what the module's campaign said on stderr
 
 
 def _study(out):
@@ -40,6 +44,9 @@ def test_every_evaluation_is_one_finished_trial(run_dir):
         if t.state == optuna.trial.TrialState.COMPLETE:
             assert t.user_attrs["status"] == "ok" and t.value == pytest.approx(t.user_attrs["speedup"])
     assert trials[0].user_attrs["operator"] == "seed"
+    # A trial lasts from its hand-over to an evaluator to its result (the dashboard's timeline), not the instant
+    # of recording: the seed's evaluation started a process and ran the chain, seconds on the interpreter.
+    assert (trials[0].datetime_complete - trials[0].datetime_start).total_seconds() > 0.5
     assert any(t.user_attrs["operator"] == "params" for t in trials[1:])
 
 
@@ -77,6 +84,27 @@ def test_resume_extends_to_a_new_budget_without_touching_old_trials(run_dir):
     trials = _study(out).trials
     assert len(trials) == BUDGET + 3
     assert {t.number: (t.state, t.value, t.user_attrs["candidate_id"]) for t in trials if t.number in before} == before
+
+
+def test_the_first_line_comes_before_the_wait_for_ray(run_dir):
+    """Nothing was printed until the first evaluation ended (25-38 s of Ray's start-up): now one line says what
+    starts and where it records, before Ray does."""
+    out, _ = run_dir
+    first = STDERR["first run"].strip().splitlines()[0]
+    assert first.startswith("campaign t: 1 task(s), 6 evaluations each, on interpreter") and "Ray" in first
+    assert str(out) in first
+
+
+def test_resuming_a_finished_campaign_starts_nothing_and_says_so(run_dir):
+    """``--resume`` of a campaign that has its budget spent 24 s starting Ray to do nothing."""
+    out, _ = run_dir
+    trials = len(_study(out).trials)
+    proc = run_cli("run", "--resume", str(out), "--budget-evals", str(trials), "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "nothing to do" in proc.stderr and "raise --budget-evals" in proc.stderr
+    assert "starting" not in proc.stderr  # the evaluators (and Ray) never started
+    assert len(_study(out).trials) == trials
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]["level1/19_ReLU"]["evaluations"] == trials
 
 
 def test_result_cache_keys_on_what_changes_a_result(tmp_path):
@@ -145,3 +173,6 @@ def test_configs_outside_the_legal_space_are_never_evaluated_or_recorded(tmp_pat
     assert all(t.user_attrs["status"] == "ok" for t in trials)
     assert len({(p["BLOCK"], p["num_warps"]) for p in params}) == len(params) == 3  # the whole legal space
     assert summary["illegal_skipped"] > 0
+    # It ran out of candidates before its budget of 8, and says why (it stopped silently before).
+    assert "no new candidate to propose after 3 of 8" in summary["stopped_early"]
+    assert "stopped early" in proc.stderr

@@ -195,3 +195,31 @@ def test_runner_writes_summary_and_resumes(tmp_path: Path) -> None:
     for png in ("speedup_per_variant.png", "fast_p.png"):
         assert (out / "report" / png).read_bytes()[:4] == b"\x89PNG"
     assert json.loads((out / "ablation.json").read_text())["seeds"] == [0, 1]
+
+
+# Interpreter speedups (1e-4x) and one wide interval: on linear axes everything sat on the zero line (issue 18).
+INTERPRETER_CSV = """variant,task,seed,correct,best_speedup,evaluations,evals_to_first_correct,tokens,wall_s,best_runtime_ms,ref_ms,timing_representative
+narrow,t1,0,True,0.00011,10,1,0,30,10.0,0.0011,True
+narrow,t1,1,True,0.00012,10,1,0,30,10.0,0.0012,True
+wide,t1,0,True,0.0001,10,1,0,30,10.0,0.001,True
+wide,t1,1,True,0.9,10,1,0,30,1.0,0.9,True
+"""
+
+
+def test_ablation_plots_show_small_speedups_on_log_scales(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evoforge import report
+    from evoforge.ablation_stats import fast_p_curves
+
+    figures = {}
+    monkeypatch.setattr(report, "_save", lambda fig, out_dir, stem: figures.setdefault(stem, fig) and f"{stem}.png")
+    (tmp_path / "summary.csv").write_text(INTERPRETER_CSV)
+    summary = read_summary(tmp_path / "summary.csv")
+    report.plot_ablation_speedup(aggregate(summary), tmp_path, 0.95)
+    curves = fast_p_curves(summary)
+    report.plot_fast_p(curves, tmp_path)
+    assert figures["speedup_per_variant"].axes[0].get_yscale() == "log"
+    assert figures["fast_p"].axes[0].get_xscale() == "log"
+    # The curve steps where the speedups are: thresholds between 1e-4 and 1e-3 are on the grid.
+    narrow = curves[curves["variant"] == "narrow"]
+    assert ((narrow["p"] > 1e-4) & (narrow["p"] < 1.1e-4)).any()
+    assert narrow[narrow["p"] < 1e-4]["fast_p"].min() == 1.0 and narrow[narrow["p"] > 2e-4]["fast_p"].max() == 0.0

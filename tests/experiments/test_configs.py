@@ -60,3 +60,26 @@ def test_h200_ablation_is_kernelbench_level1_on_cuda() -> None:
     config = spec.config_for(spec.variants[0], 0, Path("."))
     assert config.backend == "cuda" and len(config.tasks) >= 5
     assert all(t.spec.startswith("L1/") and not t.set for t in config.tasks)  # default shapes
+
+
+def test_llm_loops_ablation_puts_the_three_loops_side_by_side() -> None:
+    """stages, cutegen and default in one table, each with the knowledge base off, the loops that show figures
+    with the feedback delay off; the CPU file on the interpreter, the GPU file on cuda at default shapes, the
+    same variants in both."""
+    cpu = load_ablation(REPO / "experiments/ablations/llm_loops.toml")
+    gpu = load_ablation(REPO / "experiments/ablations/llm_loops_h200.toml")
+    assert [v.name for v in cpu.variants] == [v.name for v in gpu.variants]
+
+    def setting(spec, name: str) -> tuple[str, bool, bool]:
+        config = spec.config_for(next(v for v in spec.variants if v.name == name), 0, Path("."))
+        return config.strategy, config.knowledge, config.llm.delay_feedback
+
+    for loop in ("default", "stages", "cutegen"):
+        assert setting(cpu, loop) == (loop, True, True)
+        assert setting(cpu, f"{loop}-no-kb") == (loop, False, True)
+    for loop in ("default", "cutegen"):
+        assert setting(cpu, f"{loop}-no-delay") == (loop, True, False)
+    first = cpu.config_for(cpu.variants[0], 0, Path("."))
+    assert first.backend == "interpreter" and first.llm.enabled and first.llm.base_url.startswith("http://127.")
+    on_gpu = gpu.config_for(gpu.variants[0], 0, Path("."))
+    assert on_gpu.backend == "cuda" and all(not t.set for t in on_gpu.tasks)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import socket
@@ -40,6 +41,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     """`evoforge dashboard RUN_DIR --port P` as a user starts it; yields its base URL and the run dir."""
     run_dir = tmp_path_factory.mktemp("dash") / "run"
     make_run(run_dir)
+    annotate(open_run(run_dir))  # as the campaign does when it finishes
+    (run_dir.parent / "record_before.json").write_text(json.dumps(_record_state(run_dir)))
     port = _free_port()
     log = (run_dir.parent / "dashboard.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "evoforge.cli", "dashboard", str(run_dir), "--host", "127.0.0.1",
@@ -64,6 +67,45 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def _record_state(run_dir: Path) -> dict[str, object]:
+    """Everything of the record a viewer could change: each study's attributes and its trials."""
+    import optuna
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{run_dir / 'optuna.db'}")
+    out: dict[str, object] = {}
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        study_id = storage.get_study_id_from_name(summary.study_name)
+        out[summary.study_name] = {
+            "system_attrs": storage.get_study_system_attrs(study_id),
+            "user_attrs": storage.get_study_user_attrs(study_id),
+            "trials": [(t.number, t.state.name, t.value, sorted(t.system_attrs), t.user_attrs)
+                       for t in storage.get_all_trials(study_id, deepcopy=False)]}
+    return json.loads(json.dumps(out, default=str))
+
+
+def test_the_dashboard_only_reads_the_record(served: tuple[str, Path]) -> None:
+    """A viewer writes nothing into the study: the notes are the campaign's, written when it finishes."""
+    base, run_dir = served
+    studies = json.loads(_get(f"{base}/api/studies"))["study_summaries"]
+    for s in studies:  # every study opened, as a user clicking through would
+        _get(f"{base}/api/studies/{s['study_id']}")
+    assert _record_state(run_dir) == json.loads((run_dir.parent / "record_before.json").read_text())
+
+
+def test_a_trial_shows_its_evaluation_time_and_categorical_choices(served: tuple[str, Path]) -> None:
+    base, _ = served
+    studies = json.loads(_get(f"{base}/api/studies"))["study_summaries"]
+    study_id = next(s["study_id"] for s in studies if s["study_name"] == "demo/level1/19_ReLU")
+    detail = json.loads(_get(f"{base}/api/studies/{study_id}"))
+    seed = detail["trials"][0]
+    started = dt.datetime.fromisoformat(seed["datetime_start"])
+    completed = dt.datetime.fromisoformat(seed["datetime_complete"])
+    assert (completed - started).total_seconds() == pytest.approx(0.5, abs=0.01)  # its eval_s, not 0
+    block = next(p for p in seed["params"] if p["name"] == "BLOCK")
+    assert block["distribution"]["type"] == "CategoricalDistribution"
+    assert [c["value"] for c in block["distribution"]["choices"]] == ["256", "512", "1024", "2048"]
 
 
 def test_notes_describe_each_study_and_keep_a_users_edit(tmp_path: Path) -> None:

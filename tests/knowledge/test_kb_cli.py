@@ -52,6 +52,17 @@ def test_lint_of_a_clean_kernel_exits_0(tmp_path: Path, capsys: pytest.CaptureFi
     assert verdict == {**verdict, "ok": True, "violations": [], "arch": "nvidia-sm90"}
 
 
+def test_lint_without_arch_holds_the_kernel_to_the_devices_arch_as_eval_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--arch`` was required by ``kb lint`` and optional everywhere else (issue 18)."""
+    from evoforge.backends.base import available_backend
+
+    assert kb("lint", write(tmp_path, VECTOR_ADD), "--json") == 0
+    verdict = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert verdict["arch"] == available_backend("auto").arch
+
+
 def test_lint_version_flag_decides_versioned_rules(tmp_path: Path) -> None:
     from tests.knowledge.kernels import BLOCK_PTR_COPY
 

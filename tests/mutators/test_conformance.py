@@ -4,6 +4,8 @@ Each registered operator is built by name, given a parent it applies to (the fir
 declares what it acts on) and held to what the search relies on: its children carry its name and their parent,
 it never hands back its parent unchanged, the same seed gives the same child, and the bandit of the evolution
 strategy credits it when its child beats its parent. LLM operators get their replies from ``ScriptedLLM``.
+An operator that writes a kernel from the reference alone (``llm-generate``) makes a root: its child descends from
+no kernel, and the rest of the contract holds for it as for the others.
 A new operator is collected here as soon as it is registered.
 """
 
@@ -50,12 +52,15 @@ FAILED = EvalResult.failure(EvalStatus.COMPILE_ERROR, "NameError: msk is not def
 
 
 def _reply(messages: list[dict]) -> str:
-    """A model that rewrites the kernel it was sent (the last python block of the prompt) into a new one."""
+    """A model that rewrites the kernel it was sent (the last python block of the prompt) into a new one, or,
+    sent only the reference, writes one (a shipped template, changed)."""
     text = str(messages[-1]["content"])
     marker = "```python\n"
     for parent in (p for p in _templates().values() if p.source in text):
         return f"{marker}{parent.source}\n# rewritten by the model\n```\n"
-    raise AssertionError("the prompt carries no parent kernel")
+    if TASK in text:
+        return f"{marker}{knowledge.template_source('matmul')}\n# written by the model\n```\n"
+    raise AssertionError("the prompt carries neither a parent kernel nor the reference")
 
 
 def _settings(seed: int = 0) -> OperatorSettings:
@@ -96,12 +101,13 @@ def _case(name: str) -> tuple[Candidate, EvalResult, Candidate]:
 
 
 NAMES = operator_names()
+ROOTS = {"llm-generate"}  # operators whose children descend from no kernel
 
 
 def test_the_registry_holds_every_operator_the_campaign_offers() -> None:
     assert set(operator_names("rule")) >= {"rule:retune", "rule:reduction-form", "rule:grouped-ordering",
                                            "rule:input-precision", "rule:persistent"}
-    assert operator_names("llm") == ["llm-stage", "llm-repair", "llm-optimize", "llm-crossover"]
+    assert operator_names("llm") == ["llm-stage", "llm-repair", "llm-optimize", "llm-crossover", "llm-generate"]
     assert REPAIR in operator_names("llm")  # the strategy sends failures to an operator that exists
 
 
@@ -123,8 +129,11 @@ def test_is_built_by_its_name_and_named_by_it(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_its_child_carries_its_name_and_its_parent(name: str) -> None:
     parent, _, child = _case(name)
-    assert child.operator == name
-    assert parent.id in child.parents and child.task == parent.task
+    assert child.operator == name and child.task == parent.task
+    if name in ROOTS:
+        assert child.parents == ()  # written from the reference: the root of a lineage
+    else:
+        assert parent.id in child.parents
 
 
 @pytest.mark.parametrize("name", NAMES)

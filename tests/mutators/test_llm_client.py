@@ -339,6 +339,21 @@ def test_check_unknown_model_lists_the_served_ones(api_key: str) -> None:
             run(client.check())
 
 
+def test_check_of_a_base_url_without_v1_names_the_path_not_the_model(
+    api_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: a base URL without ``/v1`` got "model not found" although the model was served; the path was wrong."""
+    from evoforge.cli import main
+
+    with FakeLLMServer(models=("fake-model",), only_under_v1=True) as server:
+        base = f"http://127.0.0.1:{server.port}"
+        code = main(["llm-check", "--llm-base-url", base, "--llm-model", "fake-model", "--llm-api-key-env", KEY_ENV])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert f"give --llm-base-url {base}/v1" in lines[0] and "fake-model" in lines[0]
+    assert "choose --llm-model" not in lines[0]  # the model was right all along
+
+
 def test_check_timeout(fake_llm: FakeLLMServer, make_client: Callable[..., OpenAIClient]) -> None:
     fake_llm.push({"hang": 10})
     with pytest.raises(LLMCheckError, match=r"did not answer within 0.2 s \(timeout\)"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from evoforge.mutators.base import Failure, MutationContext, MutationError, Muta
 from evoforge.mutators.llm_client import LLMError, OpenAIClient
 from evoforge.mutators.llm_ops import (
     LLMCrossover,
+    LLMGenerate,
     LLMOptimize,
     LLMRepair,
     LLMReplyError,
@@ -74,6 +76,7 @@ FASTER = CORRECT.replace('PARAMS = {"BLOCK": 256}', 'PARAMS = {"BLOCK": 1024}').
 RULE = "HARD RULE: BLOCK * num_warps must fit the register file."
 HARDWARE = "H200: 132 SMs, 4.8 TB/s HBM3e"
 FUSION_GUIDE = "Fuse the elementwise epilogue into the producer kernel."
+ADVICE = "Keep the epilogue in registers: store once."
 
 
 def fake_knowledge(analysis: list[str] | None = None) -> types.SimpleNamespace:
@@ -85,7 +88,11 @@ def fake_knowledge(analysis: list[str] | None = None) -> types.SimpleNamespace:
             Stage("fusion", "Fuse kernels.", (FUSION_GUIDE,), (("unfused", "unfused_epilogue"),)),
             Stage("memory_access", "Coalesce.", ("Vectorize loads.",), ()),
         ],
-        analyze=lambda source: list(analysis or []),
+        analyze=lambda source, arch=None: list(analysis or []),
+        rules=lambda arch=None, stage=None, triton_version=None: [
+            types.SimpleNamespace(id="fuse-advice", hard=False, prompt=ADVICE, stage="fusion"),
+            types.SimpleNamespace(id="fuse-hard", hard=True, prompt="told in the system prompt", stage="fusion"),
+        ] if stage == "fusion" else [],
         cute_guide=lambda arch: f"CuTe guide for {arch}",
     )
 
@@ -121,7 +128,7 @@ def builder() -> PromptBuilder:
 
 
 # -- the shared contract ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("cls", [LLMStageRewrite, LLMRepair, LLMOptimize, LLMCrossover])
+@pytest.mark.parametrize("cls", [LLMStageRewrite, LLMRepair, LLMOptimize, LLMCrossover, LLMGenerate])
 def test_every_operator_is_a_mutator_named_llm(cls: type, client: OpenAIClient) -> None:
     op = cls(client=client)
     assert isinstance(op, Mutator)
@@ -369,7 +376,7 @@ def test_crossover_of_two_correct_parents(fake_llm: FakeLLMServer, client: OpenA
     b = Candidate.from_source(FASTER, task="add")
     merged = FASTER.replace("BLOCK: tl.constexpr", "BLOCK: tl.constexpr, EVEN: tl.constexpr = False")
     fake_llm.push(module(merged))
-    ctx = context(top=((b, ok(0.01, 3.0)), (a, ok())), parent_result=ok())
+    ctx = context(top=((b, ok(0.01, 3.0)), (a, ok())), parent_result=ok(), lineage_correct_steps=2)
     child = run(LLMCrossover(client=client).propose((a, b), ctx))
     assert child.parents == (a.id, b.id) and child.source == merged and child.stage == "crossover"
     text = user_text(fake_llm.chat_requests[0].messages)
@@ -385,3 +392,130 @@ def test_crossover_takes_its_second_parent_from_top(fake_llm: FakeLLMServer, cli
         preview(op, a, context(top=((a, ok()),)))
     with pytest.raises(MutationError, match="is not correct"):
         preview(op, (a, b), context(top=((b, EvalResult.failure(EvalStatus.INCORRECT, "x")),)))
+
+
+# -- what the [llm] table and the knowledge base reach (each failed before issue K) -------------------------------
+def test_the_llm_table_temperature_reaches_every_operator() -> None:
+    """``[llm] temperature`` is what the endpoint is asked for; ``temperatures`` sets one operator's. Unset, each
+    operator keeps its own (a repair samples cooler than a rewrite)."""
+    from evoforge.mutators.llm_client import LLMConfig
+    from evoforge.mutators.registry import OperatorSettings, build_operators
+
+    from tests.scriptedllm import ScriptedLLM
+
+    names = ["llm-stage", "llm-repair", "llm-optimize", "llm-crossover"]
+    parent = Candidate.from_source(CORRECT, task="add")
+    failed = EvalResult.failure(EvalStatus.COMPILE_ERROR, ERROR)
+
+    def asked(llm: LLMConfig) -> dict[str, float | None]:
+        client = ScriptedLLM(default=module(FASTER.replace("# ", "#") + "# rewritten\n"))
+        ops = build_operators(names, OperatorSettings(arch="nvidia-sm90", llm=llm, client=client))
+        other = Candidate.from_source(FASTER, task="add")
+        for name, op in ops.items():
+            result = failed if name == "llm-repair" else ok()
+            run(op.propose((parent, other) if name == "llm-crossover" else (parent,), context(parent_result=result)))
+        return {name: r["temperature"] for name, r in zip(names, client.requests, strict=True)}
+
+    assert asked(LLMConfig(temperature=0.1)) == dict.fromkeys(names, 0.1)
+    assert asked(LLMConfig(temperature=0.1, temperatures={"llm-repair": 0.0}))["llm-repair"] == 0.0
+    own = asked(LLMConfig())
+    assert own["llm-repair"] < own["llm-stage"] <= own["llm-optimize"]
+
+
+def test_advice_rules_reach_the_stage_and_optimize_prompts() -> None:
+    """Advice rules (told, never enforced) of the stage at hand are in its prompt; with the knowledge base off,
+    none are. The real knowledge base: memory_access on an H200 carries its int64 and grouping advice."""
+    parent = Candidate.from_source(knowledge.template_source("matmul"), task="mm")
+    ctx = context(arch="nvidia-sm90", parent_result=ok())
+    real = PromptBuilder()
+    text = user_text(real.stage_rewrite(parent, ctx, "memory_access"))
+    advice = [r for r in knowledge.rules("nvidia-sm90", stage="memory_access") if not r.hard]
+    assert advice and all(f"[{r.id}]" in text for r in advice)
+    assert "[swizzle-1d-grid]" not in text  # a hard rule is the system prompt's, not advice
+    flagged = knowledge.analyze(parent.source, "nvidia-sm90")
+    optimize = user_text(real.optimize(parent, ctx, feedback=False))
+    for stage in flagged:
+        for rule in (r for r in knowledge.rules("nvidia-sm90", stage=stage) if not r.hard):
+            assert f"[{rule.id}]" in optimize
+    assert "[int64-offsets]" not in user_text(real.stage_rewrite(parent, replace(ctx, knowledge_enabled=False),
+                                                                 "memory_access"))
+    fake = user_text(PromptBuilder(knowledge=fake_knowledge()).stage_rewrite(parent, ctx, "fusion"))
+    assert ADVICE in fake and "told in the system prompt" not in fake
+
+
+def test_the_stage_analysis_knows_the_target_arch() -> None:
+    """An Intel dot kernel without a GRF mode calls for device_specific on Intel (and on no NVIDIA target): the
+    stage pick and the analysis the model reads both see the sign."""
+    source = knowledge.template_source("matmul")
+    assert "grf_mode" not in source
+    parent = Candidate.from_source(source, task="mm")
+    sign = next(text for s in knowledge.stages() if s.name == "device_specific" for i, text in s.signs
+                if i == "intel_without_grf_mode")
+    op = LLMStageRewrite(client=None, stages=["device_specific", "algorithmic"])  # type: ignore[arg-type]
+    intel = context(arch="intel-xe2", parent_result=ok())
+    nvidia = context(arch="nvidia-sm90", parent_result=ok())
+    assert op.worth_running(parent, intel) == ["device_specific"]
+    assert "device_specific" not in PromptBuilder().found_issues(source)  # no arch: no device sign
+    shown = user_text(PromptBuilder().stage_rewrite(parent, intel, "memory_access"))
+    assert "## Static analysis found" in shown and "- device_specific" in shown
+    assert "- device_specific" not in user_text(PromptBuilder().stage_rewrite(parent, nvidia, "memory_access"))
+    assert sign  # the sign's text is the knowledge base's
+
+
+def test_crossover_figures_wait_for_the_feedback_delay() -> None:
+    from evoforge.mutators.llm_client import LLMConfig
+    from evoforge.mutators.registry import OperatorSettings, build_operators
+
+    from tests.scriptedllm import ScriptedLLM
+
+    a = Candidate.from_source(CORRECT, task="add")
+    b = Candidate.from_source(FASTER, task="add")
+    top = ((b, ok(0.01, 3.0)), (a, ok(0.02, 1.5)))
+
+    def crossover(llm: LLMConfig):
+        settings = OperatorSettings(arch="nvidia-sm90", llm=llm, client=ScriptedLLM())
+        return build_operators(["llm-crossover"], settings)["llm-crossover"]
+
+    op = crossover(LLMConfig(feedback_after=2))
+    early = user_text(preview(op, (a, b), context(top=top, parent_result=ok(), lineage_correct_steps=1)))
+    late = user_text(preview(op, (a, b), context(top=top, parent_result=ok(), lineage_correct_steps=2)))
+    assert "speedup" not in early and "runtime" not in early
+    assert "speedup 3x" in late and "speedup 1.5x" in late
+    eager = crossover(LLMConfig(delay_feedback=False))
+    assert "speedup 3x" in user_text(preview(eager, (a, b), context(top=top, lineage_correct_steps=0)))
+
+
+def test_a_strategy_names_the_stage_and_tells_the_model_what_became_of_earlier_attempts(
+        client: OpenAIClient) -> None:
+    op = LLMStageRewrite(client=client, builder=PromptBuilder(knowledge=fake_knowledge()))
+    parent = Candidate.from_source(CORRECT, task="add")
+    note = "A rewrite for this stage was correct but 1.2x slower (0.024 ms against 0.020 ms)."
+    text = user_text(preview(op, parent, context(stage="memory_access", notes=(note,), parent_result=ok())))
+    assert 'optimization stage "memory_access"' in text and note in text
+
+
+def test_generate_writes_a_root_kernel_from_the_reference_alone(fake_llm: FakeLLMServer,
+                                                                client: OpenAIClient) -> None:
+    fake_llm.push(module(CORRECT))
+    op = LLMGenerate(client=client)
+    child = run(op.propose((), context()))
+    assert child.source == CORRECT and child.parents == () and child.operator == "llm-generate"
+    assert child.stage == "generate" and child.params == {"BLOCK": 256}
+    system, user = fake_llm.chat_requests[0].messages
+    assert "ModelNew" in system["content"] and "SPACE" in system["content"] and "Hard rules" in system["content"]
+    assert REFERENCE in user["content"] and "write a first kernel" in user["content"]
+    assert fake_llm.chat_requests[0].body["temperature"] == 0.8
+
+
+def test_a_truncated_or_refused_reply_says_so(fake_llm: FakeLLMServer, client: OpenAIClient) -> None:
+    parent = Candidate.from_source(CORRECT, task="add")
+    half = CORRECT[: len(CORRECT) // 2]
+    fake_llm.push({"reply": f"Here it is.\n\n```python\n{half}", "finish_reason": "length"},
+                  "I'm sorry, but I can't help with that request.")
+    op = LLMOptimize(client=client)
+    with pytest.raises(LLMReplyError, match="cut at max_tokens") as cut:
+        run(op.propose((parent,), context(parent_result=ok())))
+    assert cut.value.meta["reply_problem"] == "truncated" and cut.value.meta["finish_reason"] == "length"
+    with pytest.raises(LLMReplyError, match="I'm sorry, but I can't help") as refused:
+        run(op.propose((parent,), context(parent_result=ok())))
+    assert refused.value.meta["reply_problem"] == "unreadable"

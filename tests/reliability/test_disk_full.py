@@ -100,7 +100,7 @@ def test_campaign_whose_run_directory_fills_up_ends_in_one_line_and_resumes(smal
     budget = 10
     args = ["run", "--task", "L1/19", "--set", "batch_size=4", "--set", "dim=1000", "--seed-kernel",
             str(FIXTURES / "relu" / "correct.py"), "--backend", "interpreter", "--budget-evals", str(budget),
-            "--trials", "1", "--workers", "1", "--name", "full", "--operators", "params", "--quiet"]
+            "--correctness-runs", "1", "--workers", "1", "--name", "full", "--operators", "params", "--quiet"]
     campaign = subprocess.Popen([sys.executable, "-m", "evoforge.cli", *args, "--out", str(run_dir)], cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     db = run_dir / "optuna.db"

@@ -33,7 +33,7 @@ def test_asynchronous_batches_of_four_still_find_the_best_region() -> None:
 
 
 def test_cli_json_is_the_last_line(capsys) -> None:
-    assert _cli(["search-bench", str(SOFTMAX), "--budget", "10", "--repeats", "3", "--strategy", "bayes",
+    assert _cli(["search-bench", str(SOFTMAX), "--budget-evals", "10", "--repeats", "3", "--strategy", "bayes",
                  "--json"]) == 0
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert res["strategy"] == "bayes" and res["budget"] == 10 and res["repeats"] == 3
@@ -41,13 +41,13 @@ def test_cli_json_is_the_last_line(capsys) -> None:
 
 
 def test_cli_table_names_both_strategies(capsys) -> None:
-    assert _cli(["search-bench", str(SOFTMAX), "--budget", "5", "--repeats", "2", "--strategy", "evolution"]) == 0
+    assert _cli(["search-bench", str(SOFTMAX), "--budget-evals", "5", "--repeats", "2", "--strategy", "evolution"]) == 0
     out = capsys.readouterr().out
     assert "evolution" in out and "random" in out and "p_within_2pct" in out
 
 
 def test_a_bad_landscape_path_is_a_usage_error_naming_it(tmp_path) -> None:
     with pytest.raises(UsageError, match="missing.json"):
-        _cli(["search-bench", str(tmp_path / "missing.json"), "--budget", "5", "--repeats", "1"])
+        _cli(["search-bench", str(tmp_path / "missing.json"), "--budget-evals", "5", "--repeats", "1"])
     with pytest.raises(UsageError, match="--strategy nope"):
         search_bench(SOFTMAX, budget=5, repeats=1, strategy="nope")

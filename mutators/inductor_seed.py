@@ -1,0 +1,600 @@
+"""Seeds from torch.compile: Inductor's generated Triton for a task, turned into a standalone candidate module.
+
+Two steps, apart on purpose:
+
+- ``capture`` (run in a process of its own, ``python -m evoforge.mutators.inductor_seed``) compiles the task's
+  reference with Inductor and writes what it made as JSON: the output code, which graph input is which (a forward
+  argument, a size of one, a parameter of the model), the launch configs Inductor's heuristics chose for each
+  kernel and the Inductor helpers the kernels call. On a GPU it is Inductor's own code for that device; on the CPU
+  Inductor is asked for Triton (``cpu_backend = "triton"``) under a stand-in driver, which yields the same
+  kernel forms so that the conversion runs in CI on the Triton interpreter.
+- ``seed_from_capture`` (pure) turns a capture into a candidate: plain ``@triton.jit`` kernels launched from
+  ``ModelNew.forward`` with explicit grids, each kernel's block sizes and warps read from ``PARAMS`` with a
+  ``SPACE`` around Inductor's choice. Parameters are made by the task's own ``Model.__init__`` (its forward
+  removed), so their names and shapes follow the init inputs at every shape and the reference's state loads.
+
+What a seed may call is the chain's rule: all of the reference's compute in the candidate's kernels, unless the
+task allows named ops (``allow_ops``). Where Inductor calls a vendor library (a GEMM or a convolution kept in
+cuBLAS/cuDNN) or makes no Triton at all, there is no seed and ``NoInductorSeed`` says why in one line.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import textwrap
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evoforge.mutators.lift import value_range
+
+#: The operator an Inductor seed carries in the record.
+INDUCTOR_SEED = "inductor-seed"
+
+#: Inductor's extern kernels and the torch call each is: kept only where the task allows the op.
+EXTERN_OPS = {"mm": "torch.mm", "bmm": "torch.bmm", "addmm": "torch.addmm", "baddbmm": "torch.baddbmm",
+              "convolution": "torch.convolution", "_int_mm": "torch._int_mm"}
+_DROPPED_CALLS = {"assert_size_stride", "assert_alignment", "get_raw_stream", "torch.cuda.set_device",
+                  "torch.xpu.set_device"}
+_ALLOCATORS = re.compile(r"^empty_strided(_cpu|_cuda|_xpu)?$")
+_GRIDS = ("Grid1D", "Grid2D", "Grid3D", "Grid2DWithYZOverflow")
+_BLOCKS = {"x": "XBLOCK", "y": "YBLOCK", "z": "ZBLOCK"}
+
+
+class NoInductorSeed(Exception):
+    """Inductor's code for a task cannot be a candidate; the message is the one-line reason."""
+
+
+@dataclass
+class InductorCapture:
+    """What ``capture`` records of one torch.compile of a task (JSON-able; committed as test fixtures)."""
+
+    output_code: str
+    graph_inputs: list[str]  # each call() argument's source in dynamo's terms: L['x'], L['x'].size()[0], ...
+    forward_args: list[str]  # the reference forward's parameter names, in order
+    n_outputs: int  # tensors the reference's forward returns
+    single_output: bool  # the forward returns one tensor (not a tuple)
+    model_source: str  # the task's Model class, forward removed; "" when the model holds no state
+    device_arg: str = ""  # the first forward argument that is a tensor (allocations go to its device)
+    configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # kernel -> Inductor's launch configs
+    helpers: dict[str, str] = field(default_factory=dict)  # Inductor helper name -> its @triton.jit source
+    device: str = ""
+    torch_version: str = ""
+    task: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> InductorCapture:
+        return cls(**json.loads(text))
+
+
+# ------------------------------------------------------------------------------------------------ conversion
+@dataclass
+class _Kernel:
+    name: str
+    source: str  # the jit function, without decorators
+    params: list[str]
+    constexprs: set[str]
+    body_constants: dict[str, int]  # NAME: tl.constexpr = <int> in the body
+    grid_type: str
+    kind: str  # pointwise, reduction, persistent_reduction, template, ...
+    no_x_dim: bool
+    helpers: set[str]
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _dict_entry(node: ast.expr | None, key: str) -> ast.expr | None:
+    if isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values, strict=True):
+            if isinstance(k, ast.Constant) and k.value == key:
+                return v
+    return None
+
+
+def _kernel(name: str, source: str) -> _Kernel:
+    tree = ast.parse(source)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if fn is None:
+        raise NoInductorSeed(f"Inductor's kernel {name} has no function of that name")
+    heuristic = next((d for d in fn.decorator_list if isinstance(d, ast.Call)
+                      and isinstance(d.func, ast.Attribute) and isinstance(d.func.value, ast.Name)
+                      and d.func.value.id == "triton_heuristics"), None)
+    kind = heuristic.func.attr if heuristic is not None else "jit"  # type: ignore[union-attr]
+    meta = _keyword(heuristic, "inductor_meta") if heuristic is not None else None
+    grid_node = _dict_entry(meta, "grid_type")
+    grid_type = grid_node.value if isinstance(grid_node, ast.Constant) else ""
+    no_x = _dict_entry(meta, "no_x_dim")
+    lines = source.splitlines(keepends=True)
+    text = textwrap.dedent("".join(lines[fn.lineno - 1:fn.end_lineno]))
+    constexprs = {a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+    body_constants = {}
+    for node in fn.body:
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)):
+            body_constants[node.target.id] = node.value.value
+    helpers = {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+               and n.value.id == "triton_helpers"}
+    return _Kernel(name=name, source=text.replace("triton_helpers.", ""), params=[a.arg for a in fn.args.args],
+                   constexprs=constexprs, body_constants=body_constants, grid_type=grid_type, kind=kind,
+                   no_x_dim=isinstance(no_x, ast.Constant) and bool(no_x.value), helpers=helpers)
+
+
+def _kernels_and_call(code: str) -> tuple[dict[str, _Kernel], ast.FunctionDef]:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        raise NoInductorSeed(f"Inductor's output code does not parse (line {e.lineno})") from None
+    kernels: dict[str, _Kernel] = {}
+    call: ast.FunctionDef | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "call":
+            call = node
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        func = node.value.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id == "async_compile"):
+            continue
+        if func.attr != "triton":
+            raise NoInductorSeed(f"Inductor made a {func.attr} kernel for this task, not a Triton one")
+        args = node.value.args
+        if len(args) < 2 or not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args[:2]):
+            raise NoInductorSeed("Inductor's output code holds a Triton kernel in a form not recognised")
+        name, source = args[0].value, args[1].value  # type: ignore[union-attr]
+        kernels[name] = _kernel(name, source)
+    if call is None:
+        raise NoInductorSeed("Inductor's output code has no call() function")
+    return kernels, call
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _source_expr(source: str, forward_args: list[str]) -> str:
+    """Dynamo's name of a graph input (``L['self']._modules['fc']._parameters['weight']``) as an expression of
+    ModelNew.forward (``self.fc.weight``)."""
+    expr = re.sub(r"\._(?:modules|parameters|buffers)\['(\w+)'\]", r".\1", source)
+    expr = re.sub(r"^L\['self'\]", "self", expr)
+    expr = re.sub(r"L\['(\w+)'\]", r"\1", expr)
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        raise NoInductorSeed(f"a graph input comes from {source}, which the seed cannot name") from None
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    if not names <= {"self", *forward_args}:
+        raise NoInductorSeed(f"a graph input comes from {source} (outside the model and its arguments)")
+    return expr
+
+
+class _CallRewrite(ast.NodeTransformer):
+    """call()'s body as ModelNew.forward's: launches with explicit grids, plain torch allocation, extern kernels
+    kept only where the task allows them."""
+
+    def __init__(self, kernels: dict[str, _Kernel], keys: dict[str, dict[str, str]], allow_ops: tuple[str, ...]):
+        self.kernels = kernels
+        self.keys = keys
+        self.allow_ops = allow_ops
+        self.vendor: list[str] = []
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST | None:
+        if isinstance(node.value, ast.Call):
+            name = _dotted(node.value.func)
+            if name in _DROPPED_CALLS or name == "args.clear":
+                return None
+            if name.endswith(".run") and name[:-4] in self.kernels:
+                return self._launch(name[:-4], node.value)
+        return self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
+        if isinstance(node.value, ast.Call) and _dotted(node.value.func) in _DROPPED_CALLS:
+            return None
+        return self.generic_visit(node)
+
+    def visit_With(self, node: ast.With) -> Any:
+        if all("DeviceGuard" in _dotted(item.context_expr.func) for item in node.items
+               if isinstance(item.context_expr, ast.Call)):
+            return [self.visit(s) for s in node.body]
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        name = _dotted(node.func)
+        if _ALLOCATORS.match(name):
+            node.func = ast.parse("torch.empty_strided", mode="eval").body
+            if len(node.args) > 2:
+                node.keywords.append(ast.keyword("dtype", node.args.pop(2)))
+            node.keywords.append(ast.keyword("device", ast.Name("device_")))
+        elif name == "reinterpret_tensor":
+            node.func = ast.parse("torch.as_strided", mode="eval").body
+        elif name.startswith(("extern_kernels.", "aten.", "torch.ops.aten.")):
+            op = name.split(".")[1] if name.startswith(("extern_kernels.", "aten.")) else name.split(".")[3]
+            if op not in self.allow_ops and f"aten.{op}" not in self.allow_ops:
+                self.vendor.append(op)
+            elif name.startswith("extern_kernels.") and op in EXTERN_OPS:
+                node.func = ast.parse(EXTERN_OPS[op], mode="eval").body
+            elif name.startswith("aten."):
+                node.func = ast.parse("torch.ops." + name, mode="eval").body
+        return node
+
+    def _launch(self, name: str, call: ast.Call) -> ast.Expr:
+        kernel = self.kernels[name]
+        args = list(call.args)
+        bound = dict(zip(kernel.params, args, strict=False))
+        keys = self.keys[name]
+        dims = []
+        axes = {"Grid1D": "x", "Grid2D": "xy", "Grid3D": "xyz", "Grid2DWithYZOverflow": "xy"}[kernel.grid_type]
+        for axis in axes:
+            numel = bound.get(f"{axis}numel")
+            if numel is None:
+                raise NoInductorSeed(f"kernel {name} launches without its {axis}numel argument")
+            block = _BLOCKS[axis]
+            size = (f'PARAMS["{keys[block]}"]' if block in keys
+                    else str(kernel.body_constants.get(block, 1)))
+            dims.append(f"triton.cdiv({ast.unparse(numel)}, {size})")
+        if kernel.grid_type == "Grid2DWithYZOverflow":
+            grid = f"yz_overflow_grid({dims[0]}, {dims[1]})"
+        else:
+            grid = "(" + ", ".join(dims) + ",)"
+        launch = ast.parse(f"{name}[{grid}]()", mode="eval").body
+        assert isinstance(launch, ast.Call)
+        launch.args = args
+        for key, param in ((k, v) for k, v in keys.items()):
+            launch.keywords.append(ast.keyword(key, ast.parse(f'PARAMS["{param}"]', mode="eval").body))
+        return ast.Expr(launch)
+
+
+def _launch_keys(kernels: dict[str, _Kernel], configs: dict[str, list[dict[str, Any]]]
+                 ) -> tuple[dict[str, dict[str, str]], dict[str, Any], dict[str, list[Any]]]:
+    """For each kernel, its tunable launch arguments and the PARAMS key each reads; PARAMS and SPACE."""
+    keys: dict[str, dict[str, str]] = {}
+    params: dict[str, Any] = {}
+    space: dict[str, list[Any]] = {}
+    several = len(kernels) > 1
+    for i, (name, kernel) in enumerate(kernels.items()):
+        found = configs.get(name) or []
+        if not found:
+            raise NoInductorSeed(f"the capture holds no launch config for kernel {name}")
+        chosen = found[0]
+        keys[name] = {}
+        values = {**chosen.get("kwargs", {}), "num_warps": chosen.get("num_warps", 4),
+                  "num_stages": chosen.get("num_stages", 1)}
+        for arg, value in values.items():
+            if arg not in ("num_warps", "num_stages") and arg not in kernel.constexprs:
+                continue
+            key = f"k{i}_{arg}" if several else arg
+            keys[name][arg] = key
+            params[key] = value
+            fixed = arg == "XBLOCK" and kernel.no_x_dim
+            seen = {c.get("kwargs", {}).get(arg, c.get(arg)) for c in found} - {None}
+            space[key] = [value] if fixed else sorted(set(value_range(arg, int(value))) | seen)
+    return keys, params, space
+
+
+_HEADER = '''"""Seed from torch.compile for {task}: Inductor's Triton (torch {torch}, {device}) as plain kernels.
+
+Made by evoforge ({operator}); each kernel's block sizes and warps are PARAMS entries, Inductor's choice the default.
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from triton.language import math as tl_math
+from triton.language.extra import libdevice
+'''
+
+# The Triton interpreter has no libdevice on the CPU: the same functions from tl.math where the seed runs there.
+_SHIM = {
+    "exp": "return tl.exp(x)", "exp2": "return tl.exp2(x)", "log": "return tl.log(x)", "log2": "return tl.log2(x)",
+    "sqrt": "return tl.sqrt(x)", "rsqrt": "return tl.rsqrt(x)", "sin": "return tl.sin(x)",
+    "cos": "return tl.cos(x)", "floor": "return tl.floor(x)", "ceil": "return tl.ceil(x)", "erf": "return tl.erf(x)",
+    "fabs": "return tl.abs(x)", "abs": "return tl.abs(x)",
+    "tanh": "e = tl.exp(-2.0 * tl.abs(x))\n    t = (1.0 - e) / (1.0 + e)\n    return tl.where(x < 0, -t, t)",
+    "log1p": "return tl.log(1.0 + x)", "expm1": "return tl.exp(x) - 1.0",
+    "isnan": "return x != x", "isinf": "return tl.abs(x) == float('inf')",
+    "signbit": "return (x < 0) | ((x == 0) & (1.0 / x < 0))", "trunc": "return tl.where(x < 0, tl.ceil(x), tl.floor(x))",
+    "nearbyint": "return tl.floor(x + 0.5)", "pow": None,
+}
+
+
+def _libdevice_shim(used: set[str]) -> str:
+    names = sorted(n for n in used if _SHIM.get(n))
+    if not names:
+        return ""
+    defs = "".join(f"\n    @triton.jit\n    def _interpreted_{n}(x):\n        " + _SHIM[n].replace("\n", "\n    ")
+                   + "\n" for n in names)
+    members = "".join(f"\n        {n} = _interpreted_{n}" for n in names)
+    pow_ = ("\n    @triton.jit\n    def _interpreted_pow(x, y):\n        return tl.exp(y * tl.log(x))\n"
+            if "pow" in used else "")
+    if pow_:
+        members += "\n        pow = _interpreted_pow"
+    return ('\n\nif os.environ.get("TRITON_INTERPRET", "0") == "1":  # the interpreter has no libdevice on the CPU\n'
+            + defs + pow_ + "\n    class libdevice:  # noqa: N801  (tl.math in libdevice's names)" + members + "\n")
+
+
+_YZ = '''
+
+def yz_overflow_grid(x_grid, y_grid, max_y=65535):
+    """Inductor's Grid2DWithYZOverflow: a y grid past the device's limit spills into z."""
+    div = triton.cdiv(y_grid, max_y)
+    return (x_grid, 0 if div == 0 else triton.cdiv(y_grid, div), div)
+'''
+
+
+def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = ()) -> str:
+    """The candidate module made of one capture; ``NoInductorSeed`` with the reason where there is none."""
+    kernels, call = _kernels_and_call(capture.output_code)
+    if not kernels:
+        raise NoInductorSeed("Inductor made no Triton kernel for this task (it runs as library calls only)")
+    for kernel in kernels.values():
+        if kernel.grid_type not in _GRIDS:
+            raise NoInductorSeed(f"Inductor launches kernel {kernel.name} ({kernel.kind}) on a "
+                                 f"{kernel.grid_type or 'custom'} grid, which the seed conversion does not handle")
+    keys, params, space = _launch_keys(kernels, capture.configs)
+    rewrite = _CallRewrite(kernels, keys, tuple(allow_ops))
+    body = [rewrite.visit(stmt) for stmt in call.body]
+    if rewrite.vendor:
+        ops = sorted(set(rewrite.vendor))
+        raise NoInductorSeed(
+            f"Inductor calls {', '.join(ops)} from a vendor library for this task; the seed's kernels must compute "
+            f"it all unless the task allows it (allow_ops = {json.dumps(ops)} in its [[tasks]] entry)")
+    flat: list[ast.stmt] = []
+    for stmt in body:
+        if stmt is None:
+            continue
+        flat.extend(s for s in (stmt if isinstance(stmt, list) else [stmt]) if s is not None)
+    lines = []
+    for stmt in flat:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id == "args":
+            targets = stmt.targets[0]
+            names = [e.id for e in targets.elts] if isinstance(targets, ast.Tuple) else []  # type: ignore[attr-defined]
+            if len(names) != len(capture.graph_inputs):
+                raise NoInductorSeed(f"Inductor's call() takes {len(names)} inputs where the graph has "
+                                     f"{len(capture.graph_inputs)}")
+            for local, source in zip(names, capture.graph_inputs, strict=True):
+                lines.append(f"{local} = {_source_expr(source, capture.forward_args)}")
+            continue
+        if isinstance(stmt, ast.Return) and capture.single_output:
+            value = stmt.value
+            if isinstance(value, ast.Tuple) and len(value.elts) == 1:
+                stmt = ast.Return(value.elts[0])
+        lines.append(ast.unparse(stmt))
+    device = (f"device_ = {capture.device_arg}.device" if capture.device_arg
+              else "device_ = next(self.parameters()).device")
+    forward = "\n".join(["    def forward(self, " + ", ".join(capture.forward_args) + "):",
+                         f"        {device}", *("        " + line for stmt in lines for line in stmt.splitlines())])
+    if capture.model_source:
+        init = ("    def __init__(self, *args, **kwargs):\n        super().__init__()\n"
+                "        # The task's Model makes the parameters (its forward removed): same names, shapes and init.\n"
+                "        made = TaskModel(*args, **kwargs)\n"
+                "        for name, child in made.named_children():\n            setattr(self, name, child)\n"
+                "        for name, p in made.named_parameters(recurse=False):\n"
+                "            self.register_parameter(name, p)\n"
+                "        for name, b in made.named_buffers(recurse=False):\n            self.register_buffer(name, b)\n")
+    else:
+        init = "    def __init__(self, *args, **kwargs):\n        super().__init__()\n"
+    helper_names = _helper_closure({h for k in kernels.values() for h in k.helpers}, capture.helpers)
+    missing = sorted(h for h in helper_names if h not in capture.helpers)
+    if missing:
+        raise NoInductorSeed(f"the kernels call Inductor helpers the capture does not hold: {', '.join(missing)}")
+    parts = [_HEADER.format(task=capture.task or "the task", torch=capture.torch_version or "?",
+                            device=capture.device or "?", operator=INDUCTOR_SEED),
+             "\nimport torch.nn.functional as F  # noqa: F401  (the task's Model may use it)\n" if capture.model_source
+             else "",
+             f"\nSPACE = {space!r}\nPARAMS = {params!r}\n"]
+    if any(k.grid_type == "Grid2DWithYZOverflow" for k in kernels.values()):
+        parts.append(_YZ)
+    used = {m for k in kernels.values() for m in re.findall(r"\blibdevice\.(\w+)", k.source)}
+    used |= {m for n in helper_names for m in re.findall(r"\blibdevice\.(\w+)", capture.helpers.get(n, ""))}
+    parts.append(_libdevice_shim(used))
+    if any(re.search(r"(?<![\w.])math\.", capture.helpers[n]) for n in helper_names):
+        parts.append("from triton.language import math\n")
+    for name in sorted(helper_names):
+        parts.append("\n\n" + capture.helpers[name].strip() + "\n")
+    for kernel in kernels.values():
+        parts.append("\n\n@triton.jit\n" + kernel.source.strip() + "\n")
+    if capture.model_source:
+        parts.append("\n\n" + capture.model_source.strip() + "\n")
+    parts.append("\n\nclass ModelNew(nn.Module):\n" + init + "\n" + forward + "\n")
+    source = "".join(parts)
+    try:
+        ast.parse(source)
+    except SyntaxError as e:
+        raise NoInductorSeed(f"the converted seed does not parse (line {e.lineno}: {e.msg})") from None
+    return source
+
+
+def _helper_closure(names: set[str], helpers: dict[str, str]) -> set[str]:
+    """The helpers named and every helper their sources call, by name."""
+    out: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop()
+        if name in out:
+            continue
+        out.add(name)
+        if name in helpers:
+            words = set(re.findall(r"\b(\w+)\b", helpers[name]))
+            stack.extend(w for w in words if w in helpers and w not in out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ capture
+def _stand_in_driver() -> None:
+    """Let Inductor write Triton on a machine with no GPU: its code generation asks the active Triton driver for a
+    target (to hash the backend) and nothing else; the kernels themselves run on the interpreter."""
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
+    from triton.runtime.driver import driver
+
+    class StandIn(DriverBase):
+        @classmethod
+        def is_active(cls) -> bool:
+            return True
+
+        def get_current_target(self) -> GPUTarget:
+            return GPUTarget("cuda", 90, 32)
+
+        def get_active_torch_device(self) -> Any:
+            return torch.device("cpu")
+
+        def get_benchmarker(self) -> Any:
+            raise NotImplementedError
+
+        def get_device_interface(self) -> Any:
+            raise NotImplementedError
+
+        def map_python_to_cpp_type(self, ty: str) -> str:
+            raise NotImplementedError
+
+    driver.set_active(StandIn())
+
+
+def _helper_sources() -> dict[str, str]:
+    """Every @triton.jit function of Inductor's triton_helpers, by name (the seed embeds those its kernels call)."""
+    import inspect
+
+    from torch._inductor.runtime import triton_helpers
+
+    text = inspect.getsource(triton_helpers)
+    tree = ast.parse(text)
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            seg = "".join(text.splitlines(keepends=True)[node.decorator_list[0].lineno - 1:node.end_lineno])
+            out[node.name] = re.sub(r"^@triton\.jit\b", "@triton.jit", seg)
+    return out
+
+
+def _model_source(task_path: str) -> str:
+    """The task's Model class renamed TaskModel, its forward removed (read from the task file)."""
+    from pathlib import Path
+
+    tree = ast.parse(Path(task_path).read_text())
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    if cls is None:
+        raise NoInductorSeed(f"task {task_path} defines no class Model")
+    cls.body = [n for n in cls.body if not (isinstance(n, ast.FunctionDef) and n.name == "forward")] or [ast.Pass()]
+    cls.name = "TaskModel"
+    return ast.unparse(cls).replace("super(Model, self)", "super()")
+
+
+def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda") -> InductorCapture:
+    """torch.compile the task's reference with Inductor and record what it made (see the module docstring).
+
+    Sizes stay symbolic (``dynamic=True``, no duck sizing, parameters not forced static) so the seed holds at the
+    chain's odd shapes too; the graph runs without autograd, as the chain runs a candidate."""
+    import inspect
+    import os
+
+    import torch
+
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        import torch._inductor.config as inductor_config
+
+        inductor_config.cpu_backend = "triton"
+        _stand_in_driver()
+    import torch._dynamo.config as dynamo_config
+    import torch.fx.experimental._config as fx_config
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.graph import GraphLowering
+
+    from evoforge.task import exec_module_file
+
+    dynamo_config.force_parameter_static_shapes = False
+    fx_config.use_duck_shape = False
+    module = exec_module_file(task_path, "evoforge_inductor_task", overrides)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs()).to(device)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    codes: list[str] = []
+    graphs: list[list[str]] = []
+    original = GraphLowering.save_output_code
+
+    def save(code: str) -> None:
+        codes.append(code)
+
+    def backend(gm: Any, example_inputs: list[Any]) -> Any:
+        graphs.append([n.meta["grapharg"].source.name for n in gm.graph.nodes if n.op == "placeholder"])
+        compile_fx(gm, example_inputs)
+        return gm.forward  # the seed is what Inductor wrote; running it is the chain's business
+
+    GraphLowering.save_output_code = staticmethod(save)  # type: ignore[method-assign]
+    try:
+        with torch.no_grad():
+            out = torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
+    except Exception as e:  # noqa: BLE001  (any failure of torch.compile is a reason, not a traceback)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise NoInductorSeed(f"torch.compile failed on this task ({type(e).__name__}: {first})") from None
+    finally:
+        GraphLowering.save_output_code = original  # type: ignore[method-assign]
+    if len(codes) != 1 or len(graphs) != 1:
+        raise NoInductorSeed(f"torch.compile made {len(codes)} graphs of this task where the seed needs one")
+    flat = out if isinstance(out, tuple | list) else [out]
+    forward_args = [p for p in inspect.signature(model.forward).parameters]
+    tensors = [name for name, x in zip(forward_args, inputs, strict=False) if isinstance(x, torch.Tensor)]
+    has_state = bool(list(model.parameters()) or list(model.buffers()))
+    configs = _launch_configs(codes[0])
+    helpers = _helper_sources()
+    kernels, _ = _kernels_and_call(codes[0])
+    needed = _helper_closure({h for k in kernels.values() for h in k.helpers}, helpers)
+    return InductorCapture(output_code=codes[0], graph_inputs=graphs[0], forward_args=forward_args,
+                           n_outputs=len(flat), single_output=not isinstance(out, tuple | list),
+                           model_source=_model_source(task_path) if has_state else "",
+                           device_arg=tensors[0] if tensors else "", configs=configs,
+                           helpers={n: helpers[n] for n in sorted(needed) if n in helpers}, device=device, torch_version=torch.__version__,
+                           task=str(task_path))
+
+
+def _launch_configs(code: str) -> dict[str, list[dict[str, Any]]]:
+    """Inductor's launch configs of each kernel: its heuristics run on the kernel's decorator, as at run time."""
+    from torch._inductor.codecache import PyCodeCache
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    tree = ast.parse(code)
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and _dotted(node.value.func) == "async_compile.triton"):
+            name, source = node.value.args[0].value, node.value.args[1].value  # type: ignore[attr-defined]
+            kernel = getattr(PyCodeCache.load(source), name)
+            out[name] = [{"kwargs": dict(c.kwargs), "num_warps": c.num_warps, "num_stages": c.num_stages}
+                         for c in getattr(kernel, "configs", [])]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m evoforge.mutators.inductor_seed TASK_FILE DEVICE OUT.json [OVERRIDES_JSON]``: one capture,
+    written as JSON; where there is none, ``{"no_seed": reason}``."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    task_path, device, out_path = args[:3]
+    overrides = json.loads(args[3]) if len(args) > 3 else {}
+    try:
+        text = capture(task_path, overrides=overrides, device=device).to_json()
+    except NoInductorSeed as e:
+        text = json.dumps({"no_seed": str(e)})
+    with open(out_path, "w") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""Ways in (issue 15) through a real campaign: a plain kernel is tuned; one with nothing to tune says why it stops."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+
+from tests.conftest import FIXTURES, run_cli
+
+
+def test_a_plain_kernel_is_tuned_and_an_untunable_one_says_why_it_stopped(tmp_path):
+    config = tmp_path / "ways.toml"
+    config.write_text(f"""
+[campaign]
+name = "ways"
+budget_evals = 3
+operators = ["params", "rule"]
+
+[[tasks]]
+spec = "L1/19"
+seed_kernel = "{FIXTURES / 'relu' / 'plain_constants.py'}"
+set = {{batch_size = 4, dim = 1000}}
+
+[[tasks]]
+spec = "L1/20"
+seed_kernel = "{FIXTURES / 'leaky' / 'plain_computed.py'}"
+set = {{batch_size = 4, dim = 1000}}
+""")
+    out = tmp_path / "run"
+    proc = run_cli("run", str(config), "--backend", "interpreter", "--out", str(out), "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]
+    relu, leaky = summary["level1/19_ReLU"], summary["level1/20_LeakyReLU"]
+    # The plain ReLU kernel got a SPACE from its launch constants and spent its whole budget on it.
+    assert relu["evaluations"] == 3 and relu.get("stopped_early") is None
+    trials = optuna.load_study(study_name="ways/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db").trials
+    assert trials[0].user_attrs["operator"] == "lifted-seed"
+    assert {json.loads(t.user_attrs["params"])["BLOCK"] for t in trials} > {1024}
+    # The LeakyReLU kernel has nothing to lift: it stops early, and says why and what would let it go on.
+    assert leaky["evaluations"] < 3
+    why = leaky["stopped_early"]
+    assert "no new candidate to propose after" in why and "SPACE" in why and "--llm-model" in why
+
+
+def _with_capture(tmp_path, capture_text: str):
+    """A run directory whose seeds/ already holds the task's capture (the campaign captures only what is missing)."""
+    out = tmp_path / "run"
+    (out / "seeds").mkdir(parents=True)
+    (out / "seeds" / "level1_20_LeakyReLU.inductor.json").write_text(capture_text)
+    return out
+
+
+def test_a_task_no_template_serves_starts_from_the_inductor_seed(tmp_path):
+    from evoforge.backends.base import available_backend
+
+    from evoforge.campaign import Campaign
+    from evoforge.config import CampaignConfig, TaskConfig
+
+    out = _with_capture(tmp_path, (FIXTURES / "inductor" / "level1_20_LeakyReLU.cpu.json").read_text())
+    config = CampaignConfig(name="ind", out=str(out), backend="interpreter", arch="nvidia-sm90",
+                            tasks=[TaskConfig(spec="L1/20", set={"batch_size": 4, "dim": 1000})])
+    campaign = Campaign(config, progress=False)
+    campaign.backend = available_backend("interpreter")
+    [(task, seed)] = campaign._load_tasks()
+    assert seed.operator == "inductor-seed" and seed.meta["compute_rule"] == "strict"
+    assert len(seed.space["XBLOCK"]) > 1 and "class ModelNew" in (out / "seeds" / "level1_20_LeakyReLU.py").read_text()
+
+
+def test_a_task_with_no_way_in_stops_at_set_up_in_one_line(tmp_path):
+    reason = "Inductor calls convolution from a vendor library for this task"
+    out = _with_capture(tmp_path, json.dumps({"no_seed": reason}))
+    proc = run_cli("run", "--task", "L1/20", "--backend", "interpreter", "--out", str(out), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = proc.stderr.strip()
+    assert "\n" not in line and reason in line and "--seed-kernel" in line and "Traceback" not in line
