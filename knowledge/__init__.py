@@ -15,6 +15,7 @@ Public API::
     is_legal(params, arch, *, source=None, ...) -> (bool, list[Violation])
     legal_configs(space, arch, *, source=None, elem_bytes=None, ...) -> list[dict]
     allowed_input_precisions(arch, dtype) -> list[str]
+    unsafe_values(space, dtype, arch=None) -> list[dict]   (values the rules say compute the wrong function)
     template_names() / template_source(name)
     find_template_for(task) / template_entry_for(task) / template_floor_passes(task)
 
@@ -24,7 +25,7 @@ An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
 from evoforge.knowledge.cute_guide import cute_guide
 from evoforge.knowledge.hardware import arch_names, ceilings, hardware_summary, load_arch, resolve_arch
 from evoforge.knowledge.legality import is_legal, legal_configs, validate
-from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype
+from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype, unsafe_values
 from evoforge.knowledge.rulebook import Rule, Severity, hard_rule_prompt, rules
 from evoforge.knowledge.seed_templates import (
     find_template_for,
@@ -62,5 +63,6 @@ __all__ = [
     "template_floor_passes",
     "template_names",
     "template_source",
+    "unsafe_values",
     "validate",
 ]

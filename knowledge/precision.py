@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from evoforge.knowledge.hardware import model_fact, resolve_arch
 
@@ -68,3 +70,25 @@ def allowed_input_precisions(arch: str, dtype: str, *, fp32_tolerance: str = "st
     supported = list(model_fact(resolve_arch(arch), "dot_input_precisions", []))
     wanted = _STRICT_FP32 if fp32_tolerance == "strict" else (*_STRICT_FP32, "tf32", "bf16x3")
     return [p for p in supported if p in wanted]
+
+
+def unsafe_values(space: Mapping[str, Sequence[Any]], dtype: str, arch: str | None = None) -> list[dict[str, Any]]:
+    """Parameter values of ``space`` that the rules (``unsafe_values``) say compute another function than a task
+    with ``dtype`` inputs asks for: each is a conjunction, {param: value, ...}, every value of it in ``space``.
+
+    The search takes them as causes of incorrect results known before anything runs (a config that holds one is
+    not proposed until a correct config holding it is seen); the verification chain still judges every result.
+    """
+    from evoforge.knowledge.rulebook import rules
+
+    name = dtype_name(dtype)
+    out: list[dict[str, Any]] = []
+    for rule in rules(arch):
+        for dtypes, params in rule.unsafe_values:
+            if name not in {dtype_name(d) for d in dtypes}:
+                continue
+            if all(p in space and v in list(space[p]) for p, v in params):
+                entry = dict(params)
+                if entry not in out:
+                    out.append(entry)
+    return out

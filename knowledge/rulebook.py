@@ -40,6 +40,9 @@ class Rule:
     triton: str = ""
     validator: str = ""
     source: str = ""
+    # Parameter values that make a kernel compute another function than a task of these input dtypes asks for:
+    # ((dtypes, ((param, value), ...)), ...); a config holding every pair of one entry is likely incorrect.
+    unsafe_values: tuple[tuple[tuple[str, ...], tuple[tuple[str, Any], ...]], ...] = ()
 
     @property
     def hard(self) -> bool:
@@ -75,6 +78,8 @@ class Rule:
             "prompt": self.prompt,
             "validator": self.validator,
             "source": self.source,
+            **({"unsafe_values": [{"dtypes": list(d), "params": dict(p)} for d, p in self.unsafe_values]}
+               if self.unsafe_values else {}),
         }
 
 
@@ -84,6 +89,18 @@ def _as_tuple(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     return tuple(str(v) for v in value)
+
+
+def _parse_unsafe(raw: Any, where: str) -> tuple[tuple[tuple[str, ...], tuple[tuple[str, Any], ...]], ...]:
+    if raw is None:
+        return ()
+    out = []
+    for entry in raw if isinstance(raw, list) else [raw]:
+        if not isinstance(entry, dict) or not entry.get("dtypes") or not isinstance(entry.get("params"), dict) \
+                or not entry["params"]:
+            raise ValueError(f"{where}: each unsafe_values entry needs 'dtypes' and a non-empty 'params' mapping")
+        out.append((_as_tuple(entry["dtypes"]), tuple(sorted(entry["params"].items()))))
+    return tuple(out)
 
 
 def _parse_rule(raw: dict[str, Any], where: str) -> Rule:
@@ -102,6 +119,7 @@ def _parse_rule(raw: dict[str, Any], where: str) -> Rule:
         triton=str(scope.get("triton") or ""),
         validator=str(raw.get("validator") or ""),
         source=str(raw.get("source") or ""),
+        unsafe_values=_parse_unsafe(raw.get("unsafe_values"), f"{where}: rule {raw['id']}"),
     )
     if rule.stage not in STAGE_NAMES:
         raise ValueError(f"{where}: rule {rule.id}: stage {rule.stage!r} is not one of {', '.join(STAGE_NAMES)}")

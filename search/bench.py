@@ -13,7 +13,7 @@ import math
 import random
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,13 @@ def best_ratio(history: list[tuple[Candidate, EvalResult]], exhaustive_ms: float
     return min(times) / exhaustive_ms if times else math.inf
 
 
+def best_ratios(history: list[tuple[Candidate, EvalResult]], exhaustive_ms: float,
+                budgets: Sequence[int]) -> dict[int, float]:
+    """Best found / exhaustive best after the first ``b`` evaluations, for each ``b``: a strategy is never told its
+    budget, so the first 20 evaluations of a 50-evaluation search are a 20-evaluation search."""
+    return {b: best_ratio(history[:b], exhaustive_ms) for b in budgets}
+
+
 def _summary(ratios: list[float]) -> dict[str, float | None]:
     med = statistics.median(ratios)
     return {"p_within_2pct": sum(r <= WITHIN for r in ratios) / len(ratios),
@@ -74,10 +81,16 @@ def _summary(ratios: list[float]) -> dict[str, float | None]:
 
 def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strategy: str = "default",
                  seed: int = 0, batch: int = 1, baseline: str | None = "random",
-                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                 progress: Callable[[int], None] | None = None, checkpoints: Sequence[int] = (),
+                 kb: bool = False) -> dict[str, Any]:
     """Run ``strategy`` ``repeats`` times (seeds seed, seed+1, ...) and the baseline the same way.
 
-    Returns p_within_2pct and median_best_ratio (best found / exhaustive best, >= 1) for both.
+    ``kb``: the strategy is told the parameter values the knowledge base's rules call unsafe for the landscape's
+    dtype (``knowledge.unsafe_values``), as a campaign with the knowledge base on would tell it.
+
+    Returns p_within_2pct and median_best_ratio (best found / exhaustive best, >= 1) for both; with
+    ``checkpoints`` (budgets up to ``budget``), the same two figures after that many evaluations of each run
+    under ``at`` (``random_at`` for the baseline).
     """
     if budget < 1 or repeats < 1 or batch < 1:
         raise UsageError("--budget-evals, --repeats and --batch must be at least 1")
@@ -87,15 +100,27 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
     out: dict[str, Any] = {"landscape": Path(landscape.path).name, "kernel": landscape.kernel, "gpu": landscape.gpu,
                            "configs": len(landscape.rows), "exhaustive_best_ms": best, "strategy": strategy,
                            "budget": budget, "repeats": repeats, "batch": batch, "seed": seed}
+    if any(not 1 <= b <= budget for b in checkpoints):
+        raise UsageError(f"checkpoints {list(checkpoints)} must lie between 1 and the budget ({budget})")
     runs = [(strategy, "")] + ([(baseline, "random_")] if baseline else [])
+    if kb:
+        from evoforge import knowledge
+
+        unsafe = knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch)
+        out.update(kb=True, unsafe=unsafe)
     for spec, prefix in runs:
-        ratios = []
+        options = {"unsafe": unsafe} if kb and not prefix else None
+        ratios: dict[int, list[float]] = {b: [] for b in (budget, *checkpoints)}
         for r in range(repeats):
-            strat = build_strategy(spec, seed=seed + r, initial=[landscape.seed_candidate()])
-            ratios.append(best_ratio(run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r), best))
+            strat = build_strategy(spec, seed=seed + r, initial=[landscape.seed_candidate()], options=options)
+            history = run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r)
+            for b, ratio in best_ratios(history, best, list(ratios)).items():
+                ratios[b].append(ratio)
             if progress is not None:
                 progress(1)
-        out.update({prefix + k: v for k, v in _summary(ratios).items()})
+        out.update({prefix + k: v for k, v in _summary(ratios[budget]).items()})
+        if checkpoints:
+            out[prefix + "at"] = {str(b): _summary(ratios[b]) for b in checkpoints}
     return out
 
 
@@ -124,7 +149,7 @@ def _main(args: argparse.Namespace) -> int:
     with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task(f"search-bench {args.strategy}", total=total)
         res = search_bench(args.landscape, budget=args.budget_evals, repeats=args.repeats, strategy=args.strategy,
-                           seed=args.seed, batch=args.batch, progress=lambda k: bar.advance(task, k))
+                           seed=args.seed, batch=args.batch, progress=lambda k: bar.advance(task, k), kb=args.kb)
     print(json.dumps(res) if args.json else _format_table(res))
     return 0
 
@@ -145,6 +170,9 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
                    help="registered strategy name; bayes:gp / bayes:cmaes pick the Optuna sampler (default: default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first repeat (default 0)")
     p.add_argument("--batch", type=int, default=1, help="proposals in flight, finishing in random order (default 1)")
+    p.add_argument("--kb", action="store_true",
+                   help="tell the strategy the values the knowledge base calls unsafe for the landscape's dtype "
+                        "(the default strategy reads them)")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(func=_main)
     return p

@@ -10,14 +10,14 @@ With one structure and only a parameter space (a recorded landscape) every propo
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoforge.search.base import Proposal
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.evolution import PARAMS, EvolutionStrategy, Individual
-from evoforge.search.strategies.proposals import params_proposal
-from evoforge.search.strategies.tuner import StructureTuner
+from evoforge.search.strategies.proposals import failure_kind, params_proposal
+from evoforge.search.strategies.tuner import StructureTuner, known_causes
 
 from evoforge.core import Candidate
 
@@ -41,8 +41,12 @@ class DefaultStrategy(EvolutionStrategy):
     name = "default"
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
-                 sampler: str | None = None, tuner_options: dict[str, Any] | None = None, **evolution: Any) -> None:
+                 sampler: str | None = None, tuner_options: dict[str, Any] | None = None,
+                 unsafe: Sequence[Mapping[str, Any]] = (), **evolution: Any) -> None:
+        """``unsafe``: parameter values known in advance to compute the wrong function for the task (the
+        knowledge base's ``knowledge.unsafe_values(space, dtype, arch)``), each a {param: value} conjunction."""
         self.sampler = sampler or default_sampler()
+        self.unsafe = [dict(u) for u in unsafe]
         self.tuner_options = dict(tuner_options or {})
         self.tuners: dict[str, StructureTuner] = {}
         evolution.setdefault("init_random", 0)  # the tuner makes its own start
@@ -54,7 +58,8 @@ class DefaultStrategy(EvolutionStrategy):
             if not space.dims:
                 return None
             self.tuners[sid] = StructureTuner(space=space, seed=self.seed + 1_000 * len(self.tuners),
-                                              sampler=self.sampler, **self.tuner_options)
+                                              sampler=self.sampler, known_causes=known_causes(space, self.unsafe),
+                                              **self.tuner_options)
         return self.tuners[sid]
 
     def _config_seen(self, sid: str, idx: tuple[int, ...]) -> bool:
@@ -119,4 +124,4 @@ class DefaultStrategy(EvolutionStrategy):
             return
         tuner = self._tuner(ind.candidate.structure_id)
         if tuner is not None:
-            tuner.tell(idx, ind.runtime_ms)
+            tuner.tell(idx, ind.runtime_ms, failure=failure_kind(ind.result))

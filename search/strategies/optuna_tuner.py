@@ -112,14 +112,31 @@ class OptunaTuner:
         self._trials[idx] = trial
         self.seen.add(idx)
 
-    def tell(self, idx: Sequence[int], runtime_ms: float | None) -> None:
-        """Feed one result back: ``runtime_ms`` of a correct run, or None for any failure."""
+    def withdraw(self, idx: Sequence[int]) -> None:
+        """Take back a proposal that will not be evaluated (replaced before it ran): a FAIL trial, and ``idx``
+        may be proposed again."""
+        idx = tuple(idx)
+        trial = self._trials.pop(idx, None)
+        if trial is not None:
+            self.study.tell(trial, state=TrialState.FAIL)
+            self.seen.discard(idx)
+
+    def tell(self, idx: Sequence[int], runtime_ms: float | None, *, penalize: bool = True) -> None:
+        """Feed one result back: ``runtime_ms`` of a correct run, or None for any failure.
+
+        ``penalize=False`` is for a failure that says nothing about the speed of the values sampled (an
+        incorrect result: the same tiles with a safe precision may be the fastest config): a FAIL trial, which
+        the samplers skip, instead of a penalty value that pulls them away from its neighbourhood.
+        """
         idx = tuple(idx)
         self.seen.add(idx)
         trial = self._trials.pop(idx, None)
         if trial is None:  # told without having been asked here (another operator's child): record it too
             self.enqueue(idx)
             trial = self._trials.pop(idx)
+        if (runtime_ms is None or runtime_ms <= 0) and not penalize:
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
         if runtime_ms is not None and runtime_ms > 0:
             value = math.log(runtime_ms)
             self._worst_ok = value if self._worst_ok is None else max(self._worst_ok, value)

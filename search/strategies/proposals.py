@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from evoforge.search.base import Proposal
 from evoforge.search.strategies.space import ParamSpace
 
-from evoforge.core import Candidate, EvalResult
+from evoforge.core import Candidate, EvalResult, EvalStatus
 
 
 def params_proposal(parent: Candidate, space: ParamSpace, idx: tuple[int, ...], *, operator: str = "params",
@@ -21,3 +22,27 @@ def runtime_of(result: EvalResult) -> float | None:
     if result.ok and result.runtime_ms is not None and result.runtime_ms > 0:
         return float(result.runtime_ms)
     return None
+
+
+class FailureKind(enum.StrEnum):
+    """What a failure says about the config's values.
+
+    ``resource``: it did not fit or did not build (OutOfResources is a compile error; a hard rule's ``invalid``):
+    a size boundary, crossed by growing tiles and stages. ``property``: it ran, and its values make it wrong or
+    unusable (``incorrect``, ``rejected``, an impossible time, a crash or a hang): a choice such as a precision
+    or a fast path, not a size, so the configs next to it are no likelier to fail for being close.
+    """
+
+    RESOURCE = "resource"
+    PROPERTY = "property"
+
+
+_PROPERTY_STATUSES = frozenset({EvalStatus.INCORRECT, EvalStatus.REJECTED, EvalStatus.IMPLAUSIBLE, EvalStatus.CRASHED,
+                                EvalStatus.TIMEOUT})
+
+
+def failure_kind(result: EvalResult) -> FailureKind | None:
+    """None for a correct, timed run; else the kind of failure its status names."""
+    if runtime_of(result) is not None:
+        return None
+    return FailureKind.PROPERTY if EvalStatus(result.status) in _PROPERTY_STATUSES else FailureKind.RESOURCE

@@ -72,17 +72,23 @@ class ParamSpace:
     def indices_of(self, params: Mapping[str, Any]) -> tuple[int, ...] | None:
         """The grid point of ``params``, or None when a value is missing or not in the space."""
         out = []
-        for name, vals in zip(self.names, self.values, strict=True):
+        for name, lookup in zip(self.names, self._lookup, strict=True):
             if name not in params:
                 return None
-            key = value_key(params[name])
-            for i, v in enumerate(vals):
-                if value_key(v) == key:
-                    out.append(i)
-                    break
-            else:
+            i = lookup.get(_fast_key(params[name]))
+            if i is None:
                 return None
+            out.append(i)
         return tuple(out)
+
+    @property
+    def _lookup(self) -> tuple[dict[Any, int], ...]:
+        """Per dimension, value -> index, keyed as value_key compares (True is not 1, 1.0 is not 1)."""
+        cached = self.__dict__.get("_lookup_cache")
+        if cached is None:
+            cached = tuple({_fast_key(v): i for i, v in reversed(list(enumerate(vals)))} for vals in self.values)
+            object.__setattr__(self, "_lookup_cache", cached)
+        return cached
 
     def params_of(self, idx: Sequence[int]) -> dict[str, Any]:
         return {name: vals[i] for name, vals, i in zip(self.names, self.values, idx, strict=True)}
@@ -140,6 +146,14 @@ class ParamSpace:
             else:
                 total += float(i != j)
         return total / self.dims
+
+
+def _fast_key(value: Any) -> Any:
+    """A dict key equal for two values exactly when their value_key is: type and value for the common scalar
+    types, the JSON spelling for anything else."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return type(value), value
+    return value_key(value)
 
 
 def _hashable(value: Any) -> bool:

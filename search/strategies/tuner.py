@@ -13,24 +13,53 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   boundary (``boundary=False`` turns that off: 0.54 instead of 0.72-0.8 on matmul_bf16_4096 at budget 30);
 - with no failure seen there is no boundary to follow, and a plain walk is weak on a flat landscape: then every
   ``explore_every``-th proposal is the sampler's (softmax_fp16_32768x1024: 0.95 instead of 0.92).
+
+A failure is not always a size boundary. An incorrect result (or a rejected, crashed or hung run) is a property of
+the config's values, usually a categorical choice (a dot precision, an fp16 accumulator, fp8 operands), and the
+fastest correct config often sits right next to it (the same tiles, a safe precision). Treated as a boundary it
+pulls the walk towards the incorrect region and, through the monotone rule, condemns every larger tile; told to a
+sampler as a penalty it pushes the sampler away from good tiles. So (``proposals.FailureKind``):
+- the resource model learns from resource failures only (an incorrect config ran: it fits), and compares tile
+  sizes only among configs that agree on the choices seen to change what a tile costs (``surrogate``);
+- a cause model (``causes``) learns which values, alone or in pairs, make a config incorrect; the walk skips
+  neighbours it predicts incorrect (one incorrect config cannot tell which of its values is to blame, so a choice
+  flipped alone at the best config's tiles, the experiment that settles it, may go up to ``probe_threshold``:
+  0.86 instead of 0.79 on derived_matmul_unmasked_k, where the suspected value is safe with most tile sizes),
+  and a sampler proposal it predicts incorrect is replaced, with that
+  probability, by the nearest config predicted correct that keeps the sampler's tile sizes; the sampler is told
+  an incorrect result as a FAIL trial (no value at all), never as a penalty; causes the knowledge base names in
+  advance (``known_causes``) are never proposed until a correct config holding them is seen;
+- what each categorical flip does to the time (``choices``) is remembered per path: a flip that changes nothing
+  (a precision the split kernels never read) is not paid for twice, and a flip seen to cost time is not made by
+  the walk again, nor made together with a tile change before it was timed alone.
+On derived stand-ins of the fp32 split/precision, fp16-accumulate and fp8-operand landscapes (budget 30), these
+took the default from 0.17 / 0.22 (random search: 0.19 / 0.16) to 0.68 / 1.0; see
+experiments/results/search/search_bench.md for the current figures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from evoforge.search.strategies.causes import CauseModel, Literal
+from evoforge.search.strategies.choices import ChoiceEffects
 from evoforge.search.strategies.optuna_tuner import OptunaTuner
+from evoforge.search.strategies.proposals import FailureKind
 from evoforge.search.strategies.space import ParamSpace
-from evoforge.search.strategies.surrogate import FailureModel, failure_probability
+from evoforge.search.strategies.surrogate import FailureModel
+
+_TWIN_RETRIES = 3
 
 
 class StructureTuner:
-    """Proposes grid points of one ``ParamSpace``; ``tell`` takes runtime_ms, or None for a failure."""
+    """Proposes grid points of one ``ParamSpace``; ``tell`` takes runtime_ms, or None and the failure's kind."""
 
     def __init__(self, *, space: ParamSpace, seed: int, sampler: str = "tpe", n_start: int = 5,
                  anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
-                 boundary_threshold: float = 0.7, explore_every: int = 3) -> None:
+                 boundary_threshold: float = 0.7, explore_every: int = 3, wrong_threshold: float = 0.5,
+                 probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = ()) -> None:
         self.explore_every = explore_every
         self.space = space
         self.sampler = OptunaTuner(space=space, sampler=sampler, seed=seed,
@@ -46,6 +75,14 @@ class StructureTuner:
         self.local_moves = 0
         self._failure_model: FailureModel | None = None
         self._pfail_cache: dict[tuple[int, ...], float] = {}
+        self.wrong_threshold = wrong_threshold
+        self.probe_threshold = probe_threshold
+        self.kinds: dict[tuple[int, ...], FailureKind] = {}
+        self.known_causes = tuple(known_causes)
+        self._cause_model: CauseModel | None = None
+        self._pwrong_cache: dict[tuple[int, ...], float] = {}
+        self.repaired = 0
+        self.choices = ChoiceEffects(space)
 
     @property
     def seen(self) -> set[tuple[int, ...]]:
@@ -65,12 +102,18 @@ class StructureTuner:
             return None
         idx = None
         asked = len(self.results) + len(self.pending)
-        explore = (self.explore_every and asked % self.explore_every == 0
-                   and not any(v is None for v in self.results.values()))
+        explore = (self.explore_every and asked % self.explore_every == 0 and not self._resource_failures())
         if asked >= self.n_start and self.best() is not None and not explore:
             idx = self._local_move()
         if idx is None:
             idx = self.sampler.ask()
+            for _ in range(_TWIN_RETRIES):  # the same kernel as a config already proposed: ask again
+                if idx is None or not self._twin(idx):
+                    break
+                self.sampler.withdraw(idx)
+                idx = self.sampler.ask()
+            if idx is not None:
+                idx = self._avoid_wrong(idx)
         else:
             self.sampler.enqueue(idx)
             self.local_moves += 1
@@ -85,34 +128,129 @@ class StructureTuner:
             self.sampler.enqueue(idx)
             self.pending.add(idx)
 
-    def tell(self, idx: Sequence[int], runtime_ms: float | None) -> None:
+    def tell(self, idx: Sequence[int], runtime_ms: float | None, *, failure: FailureKind | None = None) -> None:
+        """``runtime_ms`` of a correct run; for a failure None, and its kind (a resource failure by default)."""
         idx = tuple(idx)
         self.pending.discard(idx)
         if idx in self.results:
             return
         self.results[idx] = runtime_ms
-        self.sampler.tell(idx, runtime_ms)
+        if runtime_ms is None:
+            self.kinds[idx] = failure or FailureKind.RESOURCE
+        else:
+            self.choices.observe(idx, runtime_ms, self.results)
+        wrong = self.kinds.get(idx) is FailureKind.PROPERTY
+        self.sampler.tell(idx, runtime_ms, penalize=not wrong)
         self._failure_model = None
         self._pfail_cache = {}
+        self._cause_model = None
+        self._pwrong_cache = {}
+
+    def _twin(self, idx: tuple[int, ...], proposed: set[tuple[int, ...]] | None = None) -> bool:
+        """Whether ``idx`` differs from a config already proposed only in choices seen to be inert there."""
+        if not self.choices.any_inert:
+            return False
+        if proposed is None:
+            proposed = self._proposed_kernels()
+        return self.choices.canonical(idx) in proposed
+
+    def _proposed_kernels(self) -> set[tuple[int, ...]]:
+        return {self.choices.canonical(m) for m in self.seen}
+
+    def _wrong_limit(self, anchor: tuple[int, ...], n: tuple[int, ...]) -> float:
+        """How likely incorrect a neighbour may be and still be proposed: a choice flipped alone at the anchor's
+        tiles is the experiment that settles a suspected cause, so it may go up to ``probe_threshold``."""
+        flipped = [d for d in range(self.space.dims) if n[d] != anchor[d]]
+        if len(flipped) == 1 and not self.space.ordinal[flipped[0]]:
+            return max(self.wrong_threshold, self.probe_threshold)
+        return self.wrong_threshold
+
+    def _worth_flipping(self, anchor: tuple[int, ...], n: tuple[int, ...]) -> bool:
+        """A move's categorical flips: not one seen to cost time; with a tile change too, only a flip whose effect
+        alone is known (timed and not slower, or out of resources at the anchor's tiles)."""
+        space = self.space
+        flips = [d for d in range(space.dims) if not space.ordinal[d] and n[d] != anchor[d]]
+        if not flips:
+            return True
+        sized = any(space.ordinal[d] and n[d] != anchor[d] for d in range(space.dims))
+        for d in flips:
+            verdict = self.choices.flip(anchor, d, n[d])
+            if verdict:
+                return False
+            if verdict is None and sized:
+                alone = (*anchor[:d], n[d], *anchor[d + 1:])
+                if self.kinds.get(alone) is not FailureKind.RESOURCE:
+                    return False
+        return True
+
+    def _resource_failures(self) -> bool:
+        return any(k is FailureKind.RESOURCE for k in self.kinds.values())
+
+    # --- what makes a config incorrect ---------------------------------------------------------------------
+    def _causes(self) -> CauseModel:
+        if self._cause_model is None:
+            wrong = [i for i, k in self.kinds.items() if k is FailureKind.PROPERTY]
+            right = [i for i, v in self.results.items() if v is not None]
+            self._cause_model = CauseModel(self.space, known=self.known_causes).fit(wrong, right)
+        return self._cause_model
+
+    def _pwrong(self, idx: tuple[int, ...]) -> float:
+        if idx not in self._pwrong_cache:
+            if idx in self.results:
+                self._pwrong_cache[idx] = float(self.kinds.get(idx) is FailureKind.PROPERTY)
+            else:
+                self._pwrong_cache[idx] = self._causes().predict(idx)
+        return self._pwrong_cache[idx]
+
+    def _avoid_wrong(self, idx: tuple[int, ...]) -> tuple[int, ...]:
+        """The sampler's proposal, or, when it likely computes the wrong answer, the nearest config predicted
+        correct that keeps as many of its ordinal values (the tiles the sampler chose) as possible.
+
+        A proposal is replaced with the probability that it is incorrect, so a cause that is only suspected (one
+        incorrect config cannot tell which of its values is to blame) is still put to the test now and then.
+        """
+        if not self._causes().active or self._rng.random() >= self._pwrong(idx):
+            return idx
+        kernels = self._proposed_kernels()
+        pool = [n for n in self.space.neighbours(idx) + self.space.neighbours2(idx)
+                if n not in self.seen and not self._twin(n, kernels) and self._pwrong(n) < self.wrong_threshold]
+        if not pool:
+            return idx
+        moved = [sum(n[d] != idx[d] for d in range(self.space.dims) if self.space.ordinal[d]) for n in pool]
+        pool = [n for n, m in zip(pool, moved, strict=True) if m == min(moved)]
+        repair = pool[int(self._rng.integers(len(pool)))]
+        self.sampler.withdraw(idx)
+        self.sampler.enqueue(repair)
+        self.repaired += 1
+        return repair
 
     # --- local search --------------------------------------------------------------------------------------
     def _fail_model(self) -> FailureModel:
+        """Resource failures against everything that ran (an incorrect config ran: it fits)."""
         if self._failure_model is None:
             xs = list(self.results)
-            self._failure_model = FailureModel(self.space).fit(xs, [self.results[x] is None for x in xs])
+            self._failure_model = FailureModel(self.space).fit(
+                xs, [self.kinds.get(x) is FailureKind.RESOURCE for x in xs])
         return self._failure_model
 
     def _pfail(self, idx: tuple[int, ...]) -> float:
         if idx not in self._pfail_cache:
-            self._pfail_cache[idx] = failure_probability(self._fail_model(), self.results, idx)
+            if idx in self.results:
+                self._pfail_cache[idx] = float(self.kinds.get(idx) is FailureKind.RESOURCE)
+            else:
+                self._pfail_cache[idx] = self._fail_model().predict(idx)
         return self._pfail_cache[idx]
 
     def _local_move(self) -> tuple[int, ...] | None:
         ranked = sorted((v, i) for i, v in self.results.items() if v is not None)
-        any_failure = any(v is None for v in self.results.values())
+        any_failure = self._resource_failures()
+        wrong = self._causes().active
+        kernels = self._proposed_kernels()
         for _, anchor in ranked[:self.anchors]:
-            pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor) if n not in self.seen]
-            pool = [n for n in pool if self._pfail(n) < self.fail_threshold]
+            pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor)
+                    if n not in self.seen and not self._twin(n, kernels) and self._worth_flipping(anchor, n)]
+            pool = [n for n in pool if self._pfail(n) < self.fail_threshold
+                    and (not wrong or self._pwrong(n) < self._wrong_limit(anchor, n))]
             if self.boundary and any_failure:
                 near = [n for n in pool if max((self._pfail(m) for m in self.space.neighbours(n)), default=0.0)
                         >= self.boundary_threshold]
@@ -120,3 +258,21 @@ class StructureTuner:
             if pool:
                 return pool[int(self._rng.integers(len(pool)))]
         return None
+
+
+def known_causes(space: ParamSpace, unsafe: Sequence[Mapping[str, Any]]) -> list[tuple[Literal, ...]]:
+    """{param: value} conjunctions as grid literals of ``space``; one naming a value the space lacks is dropped."""
+    out = []
+    for entry in unsafe:
+        lits = []
+        for name, value in entry.items():
+            if name not in space.names:
+                break
+            d = space.names.index(name)
+            idx = space.indices_of({**space.params_of([0] * space.dims), name: value})
+            if idx is None:
+                break
+            lits.append((d, idx[d]))
+        else:
+            out.append(tuple(lits))
+    return out
