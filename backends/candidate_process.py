@@ -29,12 +29,18 @@ CONTAINMENT: Any = None  # how this judge's candidates run (backends/containment
 def _context() -> Any:
     """multiprocessing's forkserver, with torch, Triton and the runner imported once in it (before any CUDA
     context exists, so forking it is safe): a candidate process starts in tens of milliseconds."""
+    context = _bare_context()
+    _parent_imports()
+    return context
+
+
+def _bare_context() -> Any:
+    """The forkserver context, its preload and its containment decided, without importing anything heavy here:
+    the forkserver can start importing torch while this process still does."""
     global _CONTEXT
     if _CONTEXT is None:
         import tempfile
         from multiprocessing import util
-
-        import torch.multiprocessing  # noqa: F401  (registers the CUDA IPC reductions the arena handle travels by)
 
         if len(tempfile.gettempdir()) > 60:  # the forkserver's socket lives there: AF_UNIX paths hold 107 bytes
             previous, tempfile.tempdir = tempfile.tempdir, "/tmp"
@@ -42,9 +48,6 @@ def _context() -> Any:
                 util.get_temp_dir()  # made now, kept (and removed at exit) by multiprocessing
             finally:
                 tempfile.tempdir = previous
-
-        import evoforge.backends.runner  # noqa: F401  (its import, torch._dynamo's, paid here: the process target)
-
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["evoforge.backends.runner"])
         global CONTAINMENT
@@ -60,12 +63,20 @@ def _context() -> Any:
     return _CONTEXT
 
 
+def _parent_imports() -> None:
+    """What the judge's side needs before it starts a candidate's process: the process target (the runner; its
+    import, torch._dynamo's, paid here) and the CUDA IPC reductions the arena handle travels by."""
+    import torch.multiprocessing  # noqa: F401
+
+    import evoforge.backends.runner  # noqa: F401
+
+
 def warm_up() -> None:
     """Start the forkserver (again, if something ended it) and wait until it has imported what it preloads:
     seconds, paid here rather than from any candidate's time limit."""
     from multiprocessing import forkserver
 
-    context = _context()
+    context = _bare_context()
     server = forkserver._forkserver  # type: ignore[attr-defined]
     before = server._forkserver_pid
     # One thread per candidate process: the math libraries' pools are fixed when they load (in the forkserver),
@@ -80,6 +91,7 @@ def warm_up() -> None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+    _parent_imports()  # while the forkserver imports the same: two processes, two cores
     if server._forkserver_pid != before:
         process = context.Process(target=_nothing, daemon=True, name="evoforge-warm-up")
         process.start()

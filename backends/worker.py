@@ -82,15 +82,18 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     _limit_resources()
+    from evoforge.backends.candidate_process import warm_up
+
+    # First the forkserver that starts candidates' processes (torch and Triton imported in it), which imports
+    # while this process does: start-up costs one import's time on two cores, not two.
+    warm_up()
     import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
     from evoforge.backends.base import get_backend
-    from evoforge.backends.candidate_process import warm_up
     from evoforge.backends.chain import ChainOptions, VerificationChain
 
     from evoforge.core import Candidate, json_safe
     from evoforge.task import Task
 
-    warm_up()  # the forkserver that starts candidates' processes, with torch and Triton imported in it
     chains: dict[str, VerificationChain] = {}  # one per backend: the judge's state (its arena) lives on
     from evoforge.backends import candidate_process
 
