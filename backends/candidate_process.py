@@ -66,9 +66,8 @@ def _bare_context() -> Any:
 def _parent_imports() -> None:
     """What the judge's side needs before it starts a candidate's process: the process target (the runner; its
     import, torch._dynamo's, paid here) and the CUDA IPC reductions the arena handle travels by."""
-    import torch.multiprocessing  # noqa: F401
-
     import evoforge.backends.runner  # noqa: F401
+    import torch.multiprocessing  # noqa: F401
 
 
 def warm_up() -> None:
