@@ -20,7 +20,7 @@ def run_dir(tmp_path_factory):
     proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
                    "--set", "batch_size=4", "--set", "dim=1000", "--shapes", "batch_size=3,dim=777",
                    "--backend", "interpreter", "--budget-evals", str(BUDGET), "--out", str(out),
-                   "--name", "t", "--operators", "params", "--json", timeout=600)
+                   "--name", "t", "--operators", "params", "--workers", "1", "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     STDERR["first run"] = proc.stderr
     return out, json.loads(proc.stdout.strip().splitlines()[-1])
@@ -163,7 +163,8 @@ def test_configs_outside_the_legal_space_are_never_evaluated_or_recorded(tmp_pat
     out = tmp_path / "run"
     proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu_space" / "illegal_choices.py"),
                    "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter",
-                   "--budget-evals", "8", "--out", str(out), "--name", "legal", "--operators", "params", "--json",
+                   "--budget-evals", "8", "--out", str(out), "--name", "legal", "--operators", "params", "--workers", "1",
+                   "--json",
                    timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]["level1/19_ReLU"]

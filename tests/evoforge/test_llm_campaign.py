@@ -47,7 +47,7 @@ def test_llm_campaign_repairs_and_records_without_leaking_the_key(tmp_path):
         server.push({"status": 429}, scripted_reply(state), scripted_reply(state), {"status": 500})
         proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
                        "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter",
-                       "--budget-evals", "10", "--out", str(out), "--name", "llm",
+                       "--budget-evals", "10", "--out", str(out), "--name", "llm", "--workers", "1",
                        "--operators", "llm-stage,llm-repair,llm-optimize", "--llm-base-url", server.url,
                        "--llm-model", "fake-model", "--llm-api-key-env", "EVOFORGE_E2E_KEY", "--json",
                        env={"EVOFORGE_E2E_KEY": key}, timeout=600)

@@ -16,6 +16,7 @@ def test_a_plain_kernel_is_tuned_and_an_untunable_one_says_why_it_stopped(tmp_pa
 name = "ways"
 budget_evals = 3
 operators = ["params", "rule"]
+workers = 1
 
 [[tasks]]
 spec = "L1/19"
