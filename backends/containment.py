@@ -53,8 +53,11 @@ def bwrap_arguments(*, writable: list[str], hidden: list[str], network: bool) ->
             "--proc", "/proc", "--tmpfs", "/tmp"]
     if not network:
         args.append("--unshare-net")
-    needed_under_tmp = _visible_under("/tmp", [p for p in sys.path if p and os.path.isdir(p)]
+    needed_under_tmp = _visible_under("/tmp", [p for p in _python_needs() if os.path.isdir(p)]
                                       + [os.environ.get("TRITON_CACHE_DIR", "")])
+    # One bind per tree (a path inside another bound one is visible already).
+    needed_under_tmp = [p for p in needed_under_tmp
+                        if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in needed_under_tmp)]
     for path in needed_under_tmp:
         if not any(path.startswith(w.rstrip("/") + "/") or path == w for w in writable):
             args += ["--ro-bind", path, path]
@@ -69,11 +72,20 @@ def bwrap_arguments(*, writable: list[str], hidden: list[str], network: bool) ->
     return args
 
 
+def _python_needs() -> list[str]:
+    """What the candidate's Python must see wherever it lies (a checkout or virtual environment under /tmp
+    included): its import path, its installation (``sys.prefix``, the interpreter's own directory) and the tree
+    evoforge itself is imported from (an editable install maps its top-level folders, not a ``sys.path`` entry)."""
+    package_root = str(Path(__file__).resolve().parent.parent)
+    return [*(p for p in sys.path if p), sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
+            os.path.dirname(os.path.abspath(sys.executable)), package_root]
+
+
 def hidden_paths(extra: list[str]) -> list[str]:
     """The caller's paths to hide (its credential folders, run directory, storage file: ``Evaluator`` names them)
     that exist, minus any that holds what Python needs (a run directory containing the checkout stays visible)."""
     candidates = [os.path.abspath(p) for p in extra if p]
-    needed = [p for p in sys.path if p] + [os.path.dirname(sys.executable)]
+    needed = _python_needs()
     out = []
     for path in candidates:
         if not os.path.exists(path):
