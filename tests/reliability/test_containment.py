@@ -85,3 +85,16 @@ def test_no_network(probe_report):
 
 def test_the_campaign_goes_on(probe_report):
     assert probe_report["after"].status is EvalStatus.OK, probe_report["after"].message
+
+
+def test_a_python_installed_under_tmp_stays_visible(tmp_path, monkeypatch):
+    """A checkout or virtual environment under /tmp (CI's clean clones, a user's scratch venv) must be bound into
+    the private /tmp, or bwrap cannot even start the interpreter and candidates run uncontained."""
+    from evoforge.backends import containment
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    monkeypatch.setattr(containment.sys, "prefix", str(venv))
+    args = containment.bwrap_arguments(writable=[str(tmp_path / "judge")], hidden=[], network=False)
+    binds = {(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--ro-bind"}
+    assert str(venv).startswith("/tmp/") and (str(venv), str(venv)) in binds
