@@ -664,13 +664,9 @@ class LLMRepair(_LLMOperator):
         )
 
 
-class LLMOptimize(_LLMOperator):
-    """Make a correct kernel faster. Performance figures (runtime, speedup, % of floor, and those of the
-    inspirations) are shown only once ``context.lineage_correct_steps >= feedback_after``;
-    ``delay_feedback=False`` shows them always."""
-
-    name = "llm-optimize"
-    default_temperature = 0.8
+class _DelayedFeedback(_LLMOperator):
+    """An operator whose prompt carries performance figures only once the parent's lineage has settled:
+    ``feedback_after`` correct steps (``delay_feedback=False`` shows them always)."""
 
     def __init__(
         self,
@@ -689,11 +685,20 @@ class LLMOptimize(_LLMOperator):
         self.feedback_after = feedback_after
         self.delay_feedback = delay_feedback
 
-    def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
-        return parent_result is None or parent_result.ok
-
     def shows_feedback(self, context: MutationContext) -> bool:
         return not self.delay_feedback or context.lineage_correct_steps >= self.feedback_after
+
+
+class LLMOptimize(_DelayedFeedback):
+    """Make a correct kernel faster. Performance figures (runtime, speedup, % of floor, and those of the
+    inspirations) are shown only once ``context.lineage_correct_steps >= feedback_after``;
+    ``delay_feedback=False`` shows them always."""
+
+    name = "llm-optimize"
+    default_temperature = 0.8
+
+    def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
+        return parent_result is None or parent_result.ok
 
     def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
         return self.builder.optimize(parents[0], context, feedback=self.shows_feedback(context))
@@ -710,33 +715,12 @@ class LLMOptimize(_LLMOperator):
         )
 
 
-class LLMCrossover(_LLMOperator):
+class LLMCrossover(_DelayedFeedback):
     """Two correct parents → one kernel keeping the strength of each. Given one parent, the second is the best
     kernel of another structure in ``context.top``."""
 
     name = "llm-crossover"
     default_temperature = 0.7
-
-    def __init__(
-        self,
-        *,
-        client: LLMClient,
-        feedback_after: int = 2,
-        delay_feedback: bool = True,
-        builder: PromptBuilder | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        model: str | None = None,
-    ) -> None:
-        super().__init__(
-            client=client, builder=builder, temperature=temperature, max_tokens=max_tokens, model=model
-        )
-        self.feedback_after = feedback_after
-        self.delay_feedback = delay_feedback
-
-    def shows_feedback(self, context: MutationContext) -> bool:
-        """Like an optimization: figures only once the (first) parent's lineage has settled."""
-        return not self.delay_feedback or context.lineage_correct_steps >= self.feedback_after
 
     def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
         return parent_result is None or parent_result.ok
