@@ -41,8 +41,10 @@ demo: setup
 	@if [ -f runs/quickstart/config.json ]; then $(VENV)/bin/evoforge run --resume runs/quickstart; \
 	else $(VENV)/bin/evoforge run experiments/quickstart.toml; fi
 
+# Two test processes, each a whole test file at a time (a module's campaign fixture runs once): most of a test's
+# time is waiting on processes it started (Ray, evaluation processes, a CLI), so two share two cores well.
 test: setup sysdeps
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -14,13 +14,16 @@ import os
 import secrets
 import shutil
 import signal
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evoforge.core import EvalStatus
 
 _MAX_REPLY_BYTES = 1 << 20
+_WATCH_S = 0.1  # how often the judge looks at what a candidate's process takes while it waits
 _SINGLE_THREADED = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 _CONTEXT: Any = None
 CONTAINMENT: Any = None  # how this judge's candidates run (backends/containment.py), decided with the context
@@ -101,6 +104,118 @@ def _nothing() -> None:
     pass
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """What one candidate's process may take of the machine, beyond time: processes and threads at once (counted
+    by the judge, since a per-user limit does not bind root), bytes and files written into its directory, the size
+    of any one file (``RLIMIT_FSIZE``, set in the process). Each from its ``EVOFORGE_MAX_*`` variable."""
+
+    processes: int = 256  # EVOFORGE_MAX_PROCESSES: processes and threads of the candidate, together
+    disk_bytes: int = 4 << 30  # EVOFORGE_MAX_DISK_BYTES: written into the judge's directory (the candidate's own)
+    files: int = 100_000  # EVOFORGE_MAX_FILES: files made there
+    file_bytes: int = 2 << 30  # EVOFORGE_MAX_FILE_BYTES: any one file, anywhere
+
+    @classmethod
+    def from_environment(cls) -> Bounds:
+        names = {"processes": "EVOFORGE_MAX_PROCESSES", "disk_bytes": "EVOFORGE_MAX_DISK_BYTES",
+                 "files": "EVOFORGE_MAX_FILES", "file_bytes": "EVOFORGE_MAX_FILE_BYTES"}
+        return cls(**{field: int(os.environ[var]) for field, var in names.items() if os.environ.get(var)})
+
+
+def tasks_of(pids: list[int]) -> int:
+    """Processes and threads, together, of the processes ``pids`` (those already gone count nothing)."""
+    total = 0
+    for pid in pids:
+        try:
+            total += int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[17])  # num_threads
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                found.append(int(entry))
+    return found
+
+
+def _system_tasks() -> int:
+    """Every task on the machine (the fourth field of /proc/loadavg): one cheap read that tells whether a precise
+    count is worth making."""
+    try:
+        return int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def directory_usage(path: Path, exclude: tuple[str, ...] = ()) -> tuple[int, int]:
+    """(bytes on disk, files) under ``path``, but for the folders ``exclude``."""
+    used, files = 0, 0
+    for root, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in exclude]
+        for name in names + dirs:
+            try:
+                used += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+            files += 1
+    return used, files
+
+
+class ResourceWatch:
+    """The judge's watch on one candidate's use of processes and disk, while it waits for the candidate's answer.
+
+    Cheap signs first (the machine's task count, the free space and free inodes of the file system holding the
+    judge's directory), a precise count only when a sign moved by more than the bound: a waiting judge costs
+    almost nothing, and a fork bomb or a disk fill is found within one poll."""
+
+    def __init__(self, bounds: Bounds, directory: Path, exclude: tuple[str, ...] = ()) -> None:
+        self.bounds = bounds
+        self.directory = directory  # everything the candidate may write to (the judge's directory, its own inside)
+        self.exclude = exclude
+        self._tasks = _system_tasks()
+        self._base = directory_usage(directory, exclude)
+        self._sign = self._free()
+
+    def _free(self) -> tuple[int, int]:
+        try:
+            st = os.statvfs(self.directory)
+        except OSError:
+            return (0, 0)
+        return st.f_bavail * st.f_frsize, st.f_favail
+
+    def over(self, pgid: int | None, root: int | None) -> str | None:
+        """What the candidate took past its bounds (the message of its refusal), else None."""
+        b = self.bounds
+        if pgid is not None and _system_tasks() - self._tasks > b.processes:
+            members = set(group_members(pgid)) | ({root, *descendants(root)} if root else set())
+            count = tasks_of(sorted(members))
+            if count > b.processes:
+                return (f"refused: the candidate ran {count} processes and threads at once, over its bound of "
+                        f"{b.processes} (a fork bomb?); all of them were killed")
+            self._tasks = _system_tasks() - count  # the machine's own work moved the sign: start from here
+        space, inodes = self._free()
+        if self._sign[0] - space > b.disk_bytes or self._sign[1] - inodes > b.files:
+            used, files = directory_usage(self.directory, self.exclude)
+            grown, made = used - self._base[0], files - self._base[1]
+            if grown > b.disk_bytes:
+                return (f"refused: the candidate wrote {grown >> 20} MiB into its directory, over its bound of "
+                        f"{b.disk_bytes >> 20} MiB; it was killed and its files removed")
+            if made > b.files:
+                return (f"refused: the candidate made {made} files in its directory, over its bound of {b.files}; "
+                        "it was killed and its files removed")
+            self._sign = (space + max(grown, 0), inodes + max(made, 0))  # others' writes moved the sign
+        return None
+
+
 class CandidateGone(Exception):
     """The candidate's process can no longer answer: the status and message its candidate ends with."""
 
@@ -118,6 +233,13 @@ def _signal_name(returncode: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-returncode}"
     return f"exited with code {returncode}"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def descendants(pid: int) -> list[int]:
@@ -147,10 +269,17 @@ class CandidateProcess:
         warm_up()
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
+        self.bounds = Bounds.from_environment()
+        # In the evaluation process, everything a candidate may write is the judge's private directory (its TMPDIR);
+        # the judge's arena file there grows on the judge's account, not the candidate's.
+        watched = Path(tempfile.gettempdir()) if os.environ.get("EVOFORGE_PARENT_PID") else workdir
+        arena = (spec.get("arena") or {}).get("path")
+        self._watch = ResourceWatch(self.bounds, watched, exclude=(os.path.dirname(arena),) if arena else ())
+        self._host_pid: int | None = None
         context = _context()
         self._conn, child_conn = context.Pipe(duplex=True)
         self._nonce = secrets.token_hex(8)
-        spec = {**spec, "workdir": str(workdir), "nonce": self._nonce}
+        spec = {**spec, "workdir": str(workdir), "nonce": self._nonce, "max_file_bytes": self.bounds.file_bytes}
         from evoforge.backends.runner import serve
 
         self._process = context.Process(target=serve, args=(child_conn,), daemon=False,
@@ -182,7 +311,11 @@ class CandidateProcess:
     def _read(self, nonce: str, timeout_s: float, *, what: str) -> dict[str, Any]:
         deadline = time.monotonic() + max(timeout_s, 1e-3)
         try:
-            while not self._conn.poll(max(deadline - time.monotonic(), 0)):
+            while not self._conn.poll(min(max(deadline - time.monotonic(), 0), _WATCH_S)):
+                refused = self._watch.over(self._root(), self._root())
+                if refused:
+                    self.kill()
+                    raise CandidateGone(EvalStatus.REJECTED, f"{refused} ({what})")
                 if time.monotonic() >= deadline:
                     self.kill()
                     raise CandidateGone(EvalStatus.TIMEOUT, f"no result after {timeout_s:.3g} s ({what}: a hang, or "
@@ -238,17 +371,35 @@ class CandidateProcess:
         inside = next(iter(descendants(wrapper)), None) if wrapper else None  # its first child is inside
         return host_pid(self._process.pid, inside) if inside else None
 
+    def _root(self) -> int | None:
+        """The candidate process's PID here (and its process group's: it leads one), found once."""
+        if self._host_pid is None and self._process.exitcode is None:
+            self._host_pid = self.host_pid()
+        return self._host_pid
+
     def kill(self) -> None:
-        """SIGKILL the process and everything it started (a candidate allowed to start processes)."""
-        root = self.host_pid()
+        """SIGKILL the process and everything it started (a candidate allowed to start processes): its process group
+        at once (a fork bomb's new children are born into it and cannot outrun one kill), then whatever left the
+        group, until nothing is left."""
+        root = self._root()
         if root is None:
             self._process.join(timeout=10)
             return
-        for pid in [*descendants(root), root]:
+        for _ in range(10):
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.killpg(root, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            left = [*descendants(root), root] if os.path.exists(f"/proc/{root}") else []
+            left += [p for p in group_members(root) if p not in left]
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if not left or all(not _running(p) for p in left):
+                break
+            time.sleep(0.05)
         self._process.join(timeout=10)
 
     def close(self) -> None:

@@ -30,7 +30,6 @@ import random
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from evoforge.backends.base import Backend, device_turn, interleaved_blocks
 from evoforge.backends.candidate_process import CandidateGone, CandidateProcess
 from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.backends.guards import OpRecorder, compute_ops
+from evoforge.backends.options import ChainOptions  # noqa: F401  (its home is torch-free; the chain's name kept)
 from evoforge.backends.precheck import static_verdict
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
@@ -54,31 +54,6 @@ def _is_compile_exception(exc: BaseException) -> bool:
 
 STARTUP_TIMEOUT_S = 120.0
 _COPY_INPUTS_BELOW = 256 << 20  # the reference gets copies of inputs smaller than this, always  # importing a candidate (its module-level code), on top of a fresh process
-
-
-@dataclass(frozen=True)
-class ChainOptions:
-    trials: int = 3  # correctness trials at the main shape, fresh inputs each; extra shapes get one each
-    seed: int = 42
-    timing: bool = True
-    timing_budget_ms: float = 1000.0
-    anticheat: bool = True
-    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)  # dtype name -> (atol, rtol)
-    timeout_s: float = 120.0  # the candidate's process gets this long (its waits for the device excluded)
-    variants: bool = True  # signed and scaled inputs beside the task's own distribution
-    odd_shape: bool = True  # an odd-sized shape when the task gives no extra shapes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"trials": self.trials, "seed": self.seed, "timing": self.timing,
-                "timing_budget_ms": self.timing_budget_ms, "anticheat": self.anticheat,
-                "tolerances": {k: list(v) for k, v in self.tolerances.items()}, "timeout_s": self.timeout_s,
-                "variants": self.variants, "odd_shape": self.odd_shape}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ChainOptions:
-        d = dict(d)
-        d["tolerances"] = {k: tuple(v) for k, v in d.get("tolerances", {}).items()}
-        return cls(**d)
 
 
 class _ChainFailure(Exception):

@@ -11,18 +11,24 @@ small wrapper that execs ``bwrap``, so every candidate runs with:
   visible; credential folders of ``$HOME`` (``.ssh``, ``.aws``...) and the paths the caller names (the run
   directory, the storage file) are out of sight.
 
+Contained or not, each candidate's process drops every capability (``drop_capabilities``), and the process holding
+the LLM key is undumpable and starts Ray without it (``protect_secrets``, ``without_secrets``).
+
 Where ``bwrap`` is missing or cannot make namespaces here, candidates run uncontained and the judge says so in
 one line, once (``Containment.why``). ``EVOFORGE_CONTAINMENT=none`` turns it off; ``=bwrap`` makes a missing
-``bwrap`` an error instead of a warning. On a GPU the device nodes are bound in; whether CUDA IPC crosses the
-namespace has to be shown on the machine (docs/isolation.md says where it was).
+``bwrap`` an error instead of a warning. ``EVOFORGE_BWRAP`` names a bwrap binary carried to a machine
+without one. On a GPU the device nodes are bound in; whether CUDA IPC crosses the namespace is shown by
+experiments/benchmarks/containment_gpu.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,11 +52,35 @@ def _visible_under(root: str, paths: list[str]) -> list[str]:
     return sorted({p for p in paths if p and (p == root or p.startswith(root.rstrip("/") + "/"))})
 
 
-def bwrap_arguments(*, writable: list[str], hidden: list[str], network: bool) -> list[str]:
-    """The ``bwrap`` options (before ``--``): read-only root, private /tmp with the judge's directory writable and
-    the Python paths under /tmp visible, device nodes bound (GPUs), PID namespace, no network."""
-    args = ["--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev",
-            "--proc", "/proc", "--tmpfs", "/tmp"]
+# Device nodes a GPU backend needs inside the sandbox (NVIDIA, Intel and AMD); the rest of /dev is a minimal one.
+GPU_DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd", "/dev/accel")
+TMP_BYTES = 1 << 30  # the private /tmp and /dev/shm, each (EVOFORGE_TMP_BYTES): RAM a candidate may fill
+
+
+def gpu_devices() -> list[str]:
+    """The GPU device nodes of this machine (bound into the sandbox so CUDA, Level Zero or ROCm work there)."""
+    import glob
+
+    return sorted({p for pattern in GPU_DEVICE_GLOBS for p in glob.glob(pattern)})
+
+
+def tmp_bytes() -> int:
+    return int(os.environ.get("EVOFORGE_TMP_BYTES") or TMP_BYTES)
+
+
+def bwrap_arguments(*, writable: list[str], hidden: list[str], network: bool,
+                    devices: list[str] | None = None, tmp_size: int | None = None) -> list[str]:
+    """The ``bwrap`` options (before ``--``): no capabilities (as root, bwrap would otherwise leave the candidate
+    every one: it could remount the root read-write or unmount what hides a folder), read-only root, a minimal
+    read-only /dev with only the GPU nodes bound in (never the host's disks), a private /tmp and /dev/shm of
+    bounded size with the judge's directory writable and the Python paths under /tmp visible, PID namespace, no
+    network."""
+    size = str(tmp_size or tmp_bytes())
+    args = ["--die-with-parent", "--unshare-pid", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev"]
+    for node in gpu_devices() if devices is None else devices:
+        args += ["--dev-bind", node, node]
+    args += ["--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--proc", "/proc", "--size", size, "--tmpfs", "/tmp"]
     if not network:
         args.append("--unshare-net")
     needed_under_tmp = _visible_under("/tmp", [p for p in _python_needs() if os.path.isdir(p)]
@@ -70,6 +100,14 @@ def bwrap_arguments(*, writable: list[str], hidden: list[str], network: bool) ->
         os.makedirs(path, exist_ok=True)
         args += ["--bind", path, path]
     return args
+
+
+def bwrap_executable() -> str | None:
+    """``EVOFORGE_BWRAP`` (a bwrap carried to a machine without one), else the one on ``PATH``."""
+    carried = os.environ.get("EVOFORGE_BWRAP")
+    if carried:
+        return carried if os.access(carried, os.X_OK) else None
+    return shutil.which("bwrap")
 
 
 def _python_needs() -> list[str]:
@@ -96,21 +134,36 @@ def hidden_paths(extra: list[str]) -> list[str]:
     return sorted(set(out))
 
 
-def contain(*, directory: Path, writable: list[str], hide: list[str], network: bool = False) -> Containment:
+#: Why a GPU judge does not contain its candidates yet (measured on the H200, 2026-11-30: a CUDA IPC handle the
+#: judge made could not be opened inside bwrap's namespaces, with or without the PID namespace and capabilities).
+GPU_IPC_WHY = ("candidates are not contained: inside bubblewrap's namespaces a GPU candidate cannot map the judge's "
+               "input arena (CUDA IPC fails: cudaErrorMapBufferObjectFailed), so on a GPU they run uncontained and "
+               "see the file system, the network and the processes of the user running evoforge "
+               "(EVOFORGE_CONTAINMENT=bwrap forces it, and every candidate then crashes; docs/isolation.md)")
+
+
+def contain(*, directory: Path, writable: list[str], hide: list[str], network: bool = False,
+            devices: list[str] | None = None) -> Containment:
     """Decide how this judge's candidates run; write the wrapper into ``directory`` (the judge's own)."""
     wanted = os.environ.get("EVOFORGE_CONTAINMENT", "auto")
     if wanted == "none":
         return Containment("none", "candidates are not contained (EVOFORGE_CONTAINMENT=none): they see the file "
                            "system, the network and the processes of the user running evoforge")
-    bwrap = shutil.which("bwrap")
+    devices = gpu_devices() if devices is None else devices
+    if wanted == "auto" and devices and os.environ.get("TRITON_INTERPRET") != "1":
+        return Containment("none", GPU_IPC_WHY)
+    bwrap = bwrap_executable()
     if bwrap is None:
-        why = ("candidates are not contained: bwrap (bubblewrap) is not installed, so they see the file system, "
-               "the network and the processes of the user running evoforge (apt-get install bubblewrap)")
+        carried = os.environ.get("EVOFORGE_BWRAP")
+        why = (f"candidates are not contained: EVOFORGE_BWRAP={carried} is not an executable file"
+               if carried else "candidates are not contained: bwrap (bubblewrap) is not installed")
+        why += (", so they see the file system, the network and the processes of the user running evoforge "
+                "(apt-get install bubblewrap, or point EVOFORGE_BWRAP at a bwrap binary)")
         if wanted == "bwrap":
             raise RuntimeError(why)
         return Containment("none", why)
     hidden = hidden_paths(hide)
-    args = bwrap_arguments(writable=writable, hidden=hidden, network=network)
+    args = bwrap_arguments(writable=writable, hidden=hidden, network=network, devices=devices)
     probe = subprocess.run([bwrap, *args, "--", sys.executable, "-c", "pass"], capture_output=True, text=True,
                            timeout=60)
     if probe.returncode != 0:
@@ -125,10 +178,82 @@ def contain(*, directory: Path, writable: list[str], hide: list[str], network: b
     quoted = " ".join(_shell_quote(a) for a in [bwrap, *args, "--", sys.executable])
     wrapper.write_text(f'#!/bin/sh\nexec {quoted} "$@"\n')
     wrapper.chmod(0o700)
-    return Containment("bwrap", "candidates run in bubblewrap: their own PID namespace, "
+    return Containment("bwrap", "candidates run in bubblewrap: their own PID namespace, no capabilities, "
                        + ("the network, " if network else "no network, ")
-                       + f"the file system read-only but their own directory, {len(hidden)} credential or run "
-                       "path(s) out of sight", executable=str(wrapper), hidden=tuple(hidden))
+                       + f"the file system read-only but their own directory, a private /tmp of "
+                       f"{tmp_bytes() >> 20} MiB, {len(hidden)} credential or run path(s) out of sight",
+                       executable=str(wrapper), hidden=tuple(hidden))
+
+
+# Words in a variable's name that mark it a credential (the sandbox scrubs them; their holders are made undumpable).
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+
+
+def secret_names(environ: Mapping[str, str] | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    """The variables of ``environ`` (this process's by default) that hold a credential: named like one, or named
+    in ``extra`` (the ``[llm]`` table's ``api_key_env``, whatever it is called)."""
+    env = os.environ if environ is None else environ
+    return sorted(k for k, v in env.items() if v and (k in extra or any(w in k.upper() for w in SECRET_WORDS)))
+
+
+def make_undumpable() -> bool:
+    """``PR_SET_DUMPABLE`` 0 for this process: another process of the same user can no longer read its
+    ``/proc/<pid>/environ`` or ``mem``, nor ptrace it (root still can, with ``CAP_SYS_PTRACE``: candidates' processes
+    drop every capability, ``drop_capabilities``). For the processes that hold the LLM key. True where it took."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0  # 4 = PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        return False
+
+
+def protect_secrets(extra: tuple[str, ...] = ()) -> bool:
+    """Make this process undumpable if it holds a credential in its environment (see ``make_undumpable``)."""
+    return bool(secret_names(extra=extra)) and make_undumpable()
+
+
+@contextlib.contextmanager
+def without_secrets(extra: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """This process's credentials out of ``os.environ`` for the duration: what is started meanwhile (a local Ray's
+    daemons, and the workers they start) never holds them. Put back afterwards for the LLM client."""
+    names = secret_names(extra=extra)
+    saved = {k: os.environ.pop(k) for k in names}
+    try:
+        yield names
+    finally:
+        os.environ.update(saved)
+
+
+def drop_capabilities() -> None:
+    """Give up every capability for good (bounding set, then permitted, effective and inheritable; no new privileges
+    through exec): a candidate's process run by root keeps root's user id but not its power to read other
+    processes' memory (``CAP_SYS_PTRACE``), bypass file permissions, mount, or load modules. Linux only; a system
+    without prctl or capset is left as it is."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    for cap in range(64):
+        if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:  # PR_CAPBSET_DROP; EINVAL: past the last
+            break
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3, this thread; all zero
+    libc.capset(ctypes.byref(header), ctypes.byref(data))
 
 
 def _shell_quote(arg: str) -> str:

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -373,6 +374,25 @@ def trim_nvcc_log(log: str, *, include_dir: str | Path | None = None, limit: int
 
 
 _COMPILE_LOCK = threading.Lock()
+_RUNNING: set[subprocess.Popen[str]] = set()  # nvcc processes of this process's builds, while they run
+_RUNNING_LOCK = threading.Lock()
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_running_builds() -> int:
+    """Kill the nvcc runs this process started and that are still running (their builds fail as killed); returns
+    how many. For a campaign or a benchmark that stops before its builds do."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _kill(proc)
+    return len(running)
 
 
 @dataclass(frozen=True)
@@ -408,12 +428,21 @@ def build(src: str, *, arch: str | None = DEFAULT_ARCH, defines: dict[str, Any] 
         (work / USER_FILE).write_text(src + "\n" + _ERROR_STRING_HELPER)
         command = [nvcc, *BASE_FLAGS, opt, *_gencode(arch), f"-I{include}",
                    *(f"-D{k}={v}" for k, v in sorted(macros.items())), USER_FILE, "-o", "lib.so"]
+        proc = subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)  # its own process group: kill_running_builds ends nvcc's children
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
         try:
-            proc = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout_s)
+            stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired as e:
+            _kill(proc)
+            proc.communicate()
             raise CuteCompileError(f"nvcc ran past {timeout_s:.0f} s (deep template recursion?); killed",
                                    command=command) from e
-        log = (proc.stdout or "") + (proc.stderr or "")
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
+        log = (stdout or "") + (stderr or "")
         if proc.returncode != 0 or not (work / "lib.so").is_file():
             raise CuteCompileError(trim_nvcc_log(log, include_dir=include) or f"nvcc exited {proc.returncode}",
                                    raw_log=log, command=command)
@@ -625,7 +654,48 @@ def cuda_source_of(source: str) -> tuple[str, int]:
     raise CuteCompileError("the module defines no CUDA_SRC string")
 
 
-def compile_only(candidate: Candidate, arch: str | None = "nvidia-sm90", *, opt: str = "-O3") -> EvalResult:
+def cute_unavailable(backend: Any, arch: str | None) -> str | None:
+    """Why a CuTe candidate cannot be evaluated on ``backend`` here (None: it can), as the end of a sentence
+    that starts with "a CuTe kernel"."""
+    if getattr(backend, "name", "") != "cuda":
+        return (f"runs on --backend cuda only (this one is {getattr(backend, 'name', backend)}): CUDA C++ needs an "
+                "NVIDIA GPU; on this machine check that it compiles with evoforge eval TASK KERNEL --compile-only")
+    try:
+        nvcc_arch(arch)
+    except CuteToolchainError as e:
+        return f"cannot target {arch} ({e})"
+    if os.environ.get("EVOFORGE_CUTE_PREBUILT"):
+        return None  # libraries built elsewhere; a missing one is that candidate's compile error
+    try:
+        nvcc_path()
+        cutlass_include_dir()
+    except CuteToolchainError as e:
+        return f"cannot be built here: {e}"
+    return None
+
+
+def _located(message: str, source: str) -> str:
+    """A compile error with the line map from CUDA_SRC's lines to the module's."""
+    try:
+        offset = cuda_source_of(source)[1] - 1
+    except (CuteCompileError, SyntaxError):
+        return message
+    return message + f"\n(line N of {USER_FILE} is line N+{offset} of the candidate module)"
+
+
+def build_candidate(candidate: Candidate, arch: str | None = "nvidia-sm90", *, opt: str = "-O3",
+                    timeout_s: float = 600.0) -> Build:
+    """Build (or find cached) the library of a CuTe candidate with its ``params`` as macros, without running any
+    of its code; ``CuteCompileError`` carries the trimmed log and the line map, the message a repair needs."""
+    try:
+        src, _ = cuda_source_of(candidate.source)
+        return build(src, arch=nvcc_arch(arch), defines=candidate.params, opt=opt, timeout_s=timeout_s)
+    except CuteCompileError as e:
+        raise CuteCompileError(_located(str(e), candidate.source), raw_log=e.raw_log, command=e.command) from e
+
+
+def compile_only(candidate: Candidate, arch: str | None = "nvidia-sm90", *, opt: str = "-O3",
+                 timeout_s: float = 600.0) -> EvalResult:
     """Compile a CuTe candidate without running it: ``ok`` ("compiled only; not run") or ``compile_error``.
 
     Runs no candidate code: CUDA_SRC is read from the module's source, the tunables from ``candidate.params``.
@@ -642,23 +712,17 @@ def compile_only(candidate: Candidate, arch: str | None = "nvidia-sm90", *, opt:
     if failure is not None:
         return EvalResult.from_dict({**failure.to_dict(), **base, "eval_s": time.perf_counter() - started})
     try:
-        src, first_line = cuda_source_of(candidate.source)
-        info = build(src, arch=target, defines=candidate.params, opt=opt)
+        info = build_candidate(candidate, arch, opt=opt, timeout_s=timeout_s)
     except CuteCompileError as e:
-        raw = getattr(e, "raw_log", "")
-        where = ""
-        try:
-            offset = cuda_source_of(candidate.source)[1] - 1
-            where = f"\n(line N of {USER_FILE} is line N+{offset} of the candidate module)"
-        except CuteCompileError:
-            pass
-        return EvalResult.failure(EvalStatus.COMPILE_ERROR, str(e) + where, **base,
-                                  eval_s=time.perf_counter() - started,
-                                  details={"stage": "compile", "nvcc_arch": target, "raw_log_chars": len(raw)})
+        return EvalResult.failure(EvalStatus.COMPILE_ERROR, str(e), **base, eval_s=time.perf_counter() - started,
+                                  details={"stage": "compile", "nvcc_arch": target,
+                                           "raw_log_chars": len(e.raw_log)})
+    first_line = cuda_source_of(candidate.source)[1]
     base["versions"] = {**base["versions"], "nvcc": nvcc_version() if not info.prebuilt else "prebuilt",
                         "cutlass": _cutlass_version()}
     how = "prebuilt" if info.prebuilt else "cached" if info.cached else f"{info.seconds:.1f} s"
     return EvalResult(status=EvalStatus.OK, message=f"compiled only; not run (nvcc {target}, {how})",
-                      compile_s=info.seconds, cached=info.cached, timing_representative=False, eval_s=time.perf_counter() - started,
+                      compile_s=info.seconds, cached=info.cached, timing_representative=False,
+                      eval_s=time.perf_counter() - started,
                       details={"stage": "compile", "nvcc_arch": target, "library": str(info.path),
                                "source_key": info.source_key, "cuda_src_line": first_line}, **base)

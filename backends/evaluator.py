@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from evoforge.backends.base import get_backend
-from evoforge.backends.chain import ChainOptions
+from evoforge.backends.options import ChainOptions
 from evoforge.backends.precheck import precheck
 from evoforge.backends.sandbox import Sandbox
 
@@ -49,10 +49,14 @@ class Evaluator:
     def precheck(self, candidate: Candidate) -> EvalResult | None:
         return precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)[1]
 
-    def evaluate(self, task: Task, candidate: Candidate) -> EvalResult:
+    def evaluate(self, task: Task, candidate: Candidate, options: ChainOptions | None = None, *,
+                 timeout_s: float | None = None) -> EvalResult:
+        """One candidate through the chain; ``options`` and ``timeout_s`` replace the evaluator's own for this one
+        (one evaluator, and its warm process, serving several campaigns or callers)."""
         # A candidate stamped by the campaign's precheck is not checked statically again; the stamp goes on.
         checked, failure = precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
-        return failure or self.sandbox.evaluate(task, checked, self.options.to_dict())
+        return failure or self.sandbox.evaluate(task, checked, (options or self.options).to_dict(),
+                                                timeout_s=timeout_s)
 
     @property
     def containment(self) -> dict[str, str]:

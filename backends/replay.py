@@ -7,6 +7,7 @@ Like Kernel Tuner's simulation mode, it lets a search strategy be run and scored
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,15 @@ class Landscape:
                   f"SPACE = {self.space!r}\nPARAMS = {defaults!r}\n")
         return Candidate.from_source(source, task=self.kernel, operator="seed",
                                      meta={"landscape": self.path})
+
+    @property
+    def complete(self) -> bool:
+        """Whether the file holds every config of its space (a recording cut short holds a sample)."""
+        return len(self._index) >= math.prod(len(v) for v in self.space.values())  # type: ignore[attr-defined]
+
+    def holds(self, params: Mapping[str, Any]) -> bool:
+        """Whether the file recorded ``params``: a config it lacks was never measured, its answer is unknown."""
+        return self._key(params) in self._index  # type: ignore[attr-defined]
 
     # --- replay ------------------------------------------------------------------------------------------
     def evaluate(self, params: Mapping[str, Any]) -> EvalResult:

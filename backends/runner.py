@@ -720,6 +720,14 @@ def serve(conn: Any) -> None:
     workdir = spec["workdir"]
     import resource
 
+    from evoforge.backends.containment import drop_capabilities
+
+    # A process group of its own, which the judge kills in one call (a fork bomb's children are born into it), and
+    # no capabilities: run by root, the candidate keeps the user id but cannot read the memory or environment of
+    # an undumpable process (those holding the LLM key), mount, or bypass file permissions.
+    os.setpgid(0, 0)
+    drop_capabilities()
+
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file past the limit is a failed write, not a dead process
     limit = int(spec.get("max_file_bytes", 2 << 30))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))

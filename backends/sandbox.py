@@ -31,20 +31,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evoforge.backends.containment import SECRET_WORDS, protect_secrets
+
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from evoforge.task import Task
 
 _ENV_PREFIXES = ("PATH", "LANG", "LC_", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_", "NVIDIA_",
                  "TRITON_", "OMP_NUM_THREADS", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "ZE_", "ONEAPI_", "SYCL_",
                  "NEOReadDebugKeys", "HIP_", "ROCR_", "CC", "CXX", "EVOFORGE_KERNELBENCH", "EVOFORGE_CUTE_",
-                 "EVOFORGE_CUTLASS_INCLUDE", "EVOFORGE_CONTAINMENT", "EVOFORGE_HIDE")
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+                 "EVOFORGE_CUTLASS_INCLUDE", "EVOFORGE_CONTAINMENT", "EVOFORGE_HIDE", "EVOFORGE_BWRAP",
+                 "EVOFORGE_MAX_", "EVOFORGE_TMP_BYTES")
 
 
 def scrubbed_environment(extra: dict[str, str] | None = None, *, home: str) -> dict[str, str]:
     """Only what a kernel needs to compile and run; nothing that looks like a credential."""
     env = {k: v for k, v in os.environ.items()
-           if k.startswith(_ENV_PREFIXES) and not any(w in k.upper() for w in _SECRET_WORDS)}
+           if k.startswith(_ENV_PREFIXES) and not any(w in k.upper() for w in SECRET_WORDS)}
     env.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
     env.update({"HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
     env.update(extra or {})
@@ -121,6 +123,9 @@ class Sandbox:
         self.containment: dict[str, str] = {}  # how the judge's candidates run, from its "ready" line
 
     def _start(self) -> None:
+        # This process starts judges from a scrubbed environment; if it holds a credential itself (``evoforge eval``
+        # run from a shell with a key), no candidate may read it from /proc/<this pid>.
+        protect_secrets()
         self._home = tempfile.TemporaryDirectory(prefix="evoforge-sandbox-")
         extra = dict(self.child_env)
         if self.memory_limit_bytes:

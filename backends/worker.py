@@ -49,6 +49,8 @@ def _die_with_parent() -> None:
 def _watch_parent() -> None:
     """A forked watchdog in this process group: once the parent's end of stdin closes (it exited, or was
     killed however), kill the whole group: this process and any process a candidate started."""
+    import evoforge.backends.candidate_process  # noqa: F401  (its /proc readers serve the watchdog, loaded now)
+
     if os.fork() != 0:
         return
     try:
@@ -58,8 +60,35 @@ def _watch_parent() -> None:
         while not poller.poll():
             pass
     finally:
+        _kill_below_group()
         os.killpg(0, signal.SIGKILL)
         os._exit(0)
+
+
+def _kill_below_group() -> None:
+    """Every process started below this process group that left it: a candidate's process leads a group of its
+    own (so the judge can kill a fork bomb in one call), so the group's kill alone would leave it, and whatever it
+    started, running once the judge is gone. Found from /proc while the forkserver (in this group) still holds
+    them as children."""
+    from evoforge.backends.candidate_process import descendants, group_members  # imported before the fork
+
+    me, group = os.getpid(), os.getpgid(0)
+    for _ in range(5):
+        below = {pid for member in group_members(group) if member != me for pid in descendants(member)}
+        others = set()
+        for pid in below:
+            try:
+                others.add(os.getpgid(pid))
+            except ProcessLookupError:
+                pass
+        others.discard(group)
+        if not others:
+            return
+        for pg in others:
+            try:
+                os.killpg(pg, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _release_device_memory() -> None:

@@ -14,8 +14,10 @@ An ablation file is a campaign TOML (``[campaign]``, ``[[tasks]]``, ``[llm]``) p
     llm.delay_feedback = false   # any [llm] key
 
 Each (variant, seed) is one campaign holding all the tasks, in ``DIR/runs/<variant>-s<seed>``; all of them run
-in one Ray session. A (variant, seed) whose run directory has ``summary.json`` is done and not run again, so a
-killed ablation continues where it stopped (an unfinished run is resumed from its record).
+in one Ray session, on one evaluation pool per evaluator set-up (``search.pool.PoolShare``: its actors and their
+evaluation processes start once, not once per campaign). A (variant, seed) whose run directory has
+``summary.json`` is done and not run again, so a killed ablation continues where it stopped (an unfinished run
+is resumed from its record).
 
 The statistics (``ablation_stats``) follow KernelBench; the comparison page is ``report.write_ablation_report``.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import logging
 import re
@@ -212,11 +215,12 @@ Tick = Callable[[int, int], None]  # (evaluations done, evaluations planned) of 
 RunCampaign = Callable[[CampaignConfig, bool, Tick], None]
 
 
-def run_campaign(config: CampaignConfig, resume: bool, tick: Tick) -> None:
-    """One campaign to the end (``summary.json`` written), resumed from its record when ``resume``."""
+def run_campaign(config: CampaignConfig, resume: bool, tick: Tick, *, pools: Any = None) -> None:
+    """One campaign to the end (``summary.json`` written), resumed from its record when ``resume``; its evaluation
+    pool lent by ``pools`` (a ``search.pool.PoolShare``) when given."""
     from evoforge.campaign import Campaign
 
-    campaign = Campaign(config, resume=resume, progress=False)
+    campaign = Campaign(config, resume=resume, progress=False, pools=pools)
     planned = config.budget_evals * len(config.tasks)
 
     async def run_with_ticks() -> None:
@@ -264,6 +268,8 @@ class Ablation:
              "variants": [{"name": v.name, **v.overrides} for v in self.spec.variants]}, indent=2))
         plan = self.plan()
         ray_started: bool | None = None  # Ray starts only when a run is left to do
+        pools = None  # the evaluation pools every campaign borrows (started once, by the first that needs one)
+        runner = self.runner
         try:
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), disable=not self.progress, transient=False) as bar:
@@ -283,13 +289,20 @@ class Ablation:
                         config = self.spec.config_for(variant, seed, self.out_dir)
                         if ray_started is None:
                             ray_started = self._init_ray()
-                        self.runner(config, (run_dir / "config.json").is_file(), tick)
+                            if self.runner is run_campaign:
+                                from evoforge.search.pool import PoolShare
+
+                                pools = PoolShare(hide_paths=[str(self.out_dir.resolve())])
+                                runner = functools.partial(run_campaign, pools=pools)
+                        runner(config, (run_dir / "config.json").is_file(), tick)
                     if not (run_dir / "report" / "index.html").is_file():
                         self._report(run_dir)
                     bar.advance(job)
                     self.write_summary(plan)
                 bar.update(job, description="runs")
         finally:
+            if pools is not None:
+                pools.shutdown()
             if ray_started:
                 import ray
 

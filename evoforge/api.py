@@ -52,7 +52,7 @@ def _task(task: TaskLike, set: Mapping[str, Any] | None, shapes: str | Sequence[
     return Task.load(str(task), overrides=dict(set or {}), shapes=shape_list)
 
 
-def _kernel(kernel: KernelLike, task: Task, params: Mapping[str, Any] | None, language: str) -> Candidate:
+def _kernel(kernel: KernelLike, task: Task, params: Mapping[str, Any] | None, language: str | None) -> Candidate:
     if isinstance(kernel, Candidate):
         check_params(kernel.source, params or {}, where="params")
         return dataclasses.replace(kernel.with_params(dict(params or {})), task=task.name)
@@ -77,8 +77,8 @@ class Evaluator:
     def __init__(self, *, backend: str = "auto", arch: str | None = None, correctness_runs: int = 3,
                  timing: bool = True, timeout_s: float = 120.0, knowledge: bool = True, seed: int = 42) -> None:
         from evoforge.backends.base import available_backend
-        from evoforge.backends.chain import ChainOptions
         from evoforge.backends.evaluator import Evaluator as SandboxedEvaluator
+        from evoforge.backends.options import ChainOptions
 
         if correctness_runs < 1:
             raise UsageError("correctness_runs must be at least 1")
@@ -91,13 +91,14 @@ class Evaluator:
 
     def evaluate(self, task: TaskLike, kernel: KernelLike, *, set: Mapping[str, Any] | None = None,
                  shapes: str | Sequence[Mapping[str, Any]] | None = None, params: Mapping[str, Any] | None = None,
-                 language: str = "triton") -> EvalResult:
+                 language: str | None = None) -> EvalResult:
         """One kernel through the verification chain, as ``evoforge eval`` runs it.
 
         ``task``: a KernelBench spec (``"L1/19"``), a task file or a ``Task``. ``kernel``: a file, a module's
         source text or a ``Candidate``. ``set`` overrides the task's constants (``{"batch_size": 8}``),
         ``shapes`` adds correctness shapes (a list of such dicts, or ``"batch_size=3,dim=777;..."``),
-        ``params`` sets the kernel's declared parameters. A failed kernel is a result with a failed
+        ``params`` sets the kernel's declared parameters; ``language`` (``"triton"`` or ``"cute"``) defaults to the one
+        the source is written in. A failed kernel is a result with a failed
         ``status``; a mistake in the arguments is a ``UsageError`` before anything runs.
         """
         from evoforge.backends.task_inputs import check_task_inputs, size_warning
@@ -123,7 +124,7 @@ class Evaluator:
 def evaluate(task: TaskLike, kernel: KernelLike, *, backend: str = "auto", arch: str | None = None,
              set: Mapping[str, Any] | None = None, shapes: str | Sequence[Mapping[str, Any]] | None = None,
              params: Mapping[str, Any] | None = None, correctness_runs: int = 3, timing: bool = True,
-             timeout_s: float = 120.0, knowledge: bool = True, language: str = "triton",
+             timeout_s: float = 120.0, knowledge: bool = True, language: str | None = None,
              seed: int = 42) -> EvalResult:
     """Evaluate one kernel (``Evaluator(...).evaluate(...)`` once); see ``Evaluator.evaluate``.
 

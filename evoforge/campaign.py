@@ -25,11 +25,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig, validate_config
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe
+from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe, source_language
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
 from evoforge.mutators.registry import PARAMS, family_of
 from evoforge.search.base import Proposal, Store, Strategy
@@ -37,12 +37,15 @@ from evoforge.search.cache import ResultCache
 from evoforge.search.store import OptunaStore, atomic_write, redact_url
 from evoforge.task import Task, read_candidate_file
 
+if TYPE_CHECKING:
+    from evoforge.search.pool import PoolShare  # ray is imported when the pool starts, not with the campaign
+
 log = logging.getLogger("evoforge.campaign")
 
 #: what an operator wrote in a child's meta that the record keeps as trial attributes (prompt and reply go to
 #: artifacts, tokens and model are the store's own)
 RECORDED_META = ("no_child", "ticket", "reply_problem", "reply_kind", "finish_reason", "feedback",
-                 "repair_attempts", "repaired_status", "repair_error", "stages_done")
+                 "repair_attempts", "repaired_status", "repair_error", "stages_done", "build")
 GENERATE = "llm-generate"
 
 
@@ -110,8 +113,9 @@ class Campaign:
     """
 
     def __init__(self, config: CampaignConfig, *, resume: bool = False, progress: bool = True,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None, pools: PoolShare | None = None) -> None:
         self.config = config
+        self.pools = pools  # lends the evaluation pool (an ablation's campaigns share one); else it is its own
         self.resume = resume
         self.progress = progress
         self.say = say or (_stderr_line if progress else (lambda text: None))
@@ -124,6 +128,7 @@ class Campaign:
         self.store: Store | None = None
         self.pool: Any = None
         self.cache: ResultCache | None = None
+        self.builds: Any = None  # BuildAhead: nvcc on CPU threads for CuTe children, while the GPU evaluates
         self.backend: Any = None
         self.llm: Any = None
         self.elapsed_before_s = 0.0
@@ -137,18 +142,23 @@ class Campaign:
             raise UsageError("no tasks: give --task T or [[tasks]] in the config")
         out = []
         for tc in self.config.tasks:
+            language = tc.language or None  # None: the seed's own
             task = Task.load(tc.spec, overrides=tc.set, shapes=tc.shapes, allow_ops=tc.allow_ops,
                              floor_passes=tc.floor_passes)
-            if tc.floor_passes is None and (passes := template_floor_passes(task)) is not None:
+            if tc.floor_passes is None and (passes := template_floor_passes(task, language or "triton")) is not None:
                 task = replace(task, floor_passes=passes)
             self._check_inputs(task)
-            seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task)
+            seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task, language or "triton")
             if seed_path is None and GENERATE in self.mutators:
                 # The first kernel is written from the reference: the reference is the lineage's start (never
                 # evaluated as a candidate).
                 out.append((task, Candidate(source=task.source, task=task.name, operator="reference",
-                                            meta={"reference": True})))
+                                            language=language or "triton", meta={"reference": True})))
                 continue
+            if seed_path is None and language == "cute":
+                raise UsageError(f"task {task.name}: language cute: no shipped CuTe template serves this task; give "
+                                 "--seed-kernel FILE (a CuTe module with CUDA_SRC), or add llm-generate to "
+                                 "--operators with an LLM endpoint")
             if seed_path is None:
                 out.append((task, self._inductor_seed(task)))
                 continue
@@ -159,7 +169,12 @@ class Campaign:
                 raise UsageError(f"--seed-kernel {seed_path}: not valid Python (line {e.lineno}: {e.msg})") from None
             if "ModelNew" not in source:
                 raise UsageError(f"--seed-kernel {seed_path}: defines no ModelNew (a candidate module must)")
-            out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)})))
+            own = source_language(source)
+            if language and own != language:
+                raise UsageError(f"--seed-kernel {seed_path}: a {own} kernel, but task {task.name} asks for "
+                                 f"language {language} (a CuTe seed keeps CUDA C++ in CUDA_SRC and loads it with "
+                                 "evoforge.backends.cute.load; drop the language to take the seed's)")
+            out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)}, own)))
         return out
 
     def _check_inputs(self, task: Task) -> None:
@@ -221,14 +236,18 @@ class Campaign:
                          f"torch.compile's code cannot be one ({reason}); give --seed-kernel FILE (or seed_kernel "
                          "in its [[tasks]] entry), or add llm-generate to --operators with an LLM endpoint")
 
-    def _seed_candidate(self, task: Task, source: str, meta: dict[str, Any]) -> Candidate:
-        """The seed as given, or, when it declares no SPACE, with its launch constants lifted into one
-        (``lifted-seed``): a plain kernel still gives parameter moves and the rule operators something to tune."""
+    def _seed_candidate(self, task: Task, source: str, meta: dict[str, Any],
+                        language: str | None = None) -> Candidate:
+        """The seed as given, or, when a Triton seed declares no SPACE, with its launch constants lifted into one
+        (``lifted-seed``): a plain kernel still gives parameter moves and the rule operators something to tune.
+        Its language is the task's, else the one its source is written in."""
         from evoforge.mutators.lift import LIFTED_SEED, describe_lift, lift_launch_constants
 
-        lifted = lift_launch_constants(source, arch=self.config.arch if self.config.knowledge else None)
+        language = language or source_language(source)
+        lifted = None if language == "cute" else lift_launch_constants(
+            source, arch=self.config.arch if self.config.knowledge else None)
         if lifted is None:
-            return Candidate.from_source(source, task=task.name, operator="seed", meta=meta)
+            return Candidate.from_source(source, task=task.name, operator="seed", language=language, meta=meta)
         log.warning("task %s: the seed declares no SPACE; lifted its launch constants into one (%s)", task.name,
                     lifted.describe())
         return Candidate.from_source(lifted.source, task=task.name, operator=LIFTED_SEED,
@@ -286,7 +305,7 @@ class Campaign:
         shapes, the record's studies), checked before anything is written that would make a corrected retry
         look like a second campaign: ``config.json`` is written by ``start_pool``, once the evaluators start."""
         from evoforge.backends.base import available_backend
-        from evoforge.backends.chain import ChainOptions
+        from evoforge.backends.options import ChainOptions
 
         cfg = self.config
         if not self.resume and (self.run_dir / "config.json").exists():
@@ -300,6 +319,7 @@ class Campaign:
         cfg.arch = cfg.arch or backend.arch
         self.mutators = self._make_mutators(cfg.arch)
         pairs = self._load_tasks()
+        self._check_languages(pairs, backend)
         operators = [PARAMS, *self.mutators] if PARAMS in cfg.operators else list(self.mutators)
         states = []
         for i, (task, seed) in enumerate(pairs):
@@ -318,10 +338,27 @@ class Campaign:
             study = self.store.study(state.task.name)
             if "run_dir" not in study.user_attrs:
                 study.set_user_attr("run_dir", str(self.run_dir.resolve()))
+            if study.user_attrs.get("language") != state.seed.language:
+                study.set_user_attr("language", state.seed.language)
         options = ChainOptions(trials=cfg.correctness_runs, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
         self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
                                  backend=backend.name, arch=cfg.arch, options=options.to_dict())
         self._options = options
+        if any(s.seed.language == "cute" for s in states):
+            from evoforge.backends.cute_builds import BuildAhead
+
+            self.builds = BuildAhead(arch=cfg.arch, workers=cfg.build_workers or None)
+
+    def _check_languages(self, pairs: list[tuple[Task, Candidate]], backend: Any) -> None:
+        """A CuTe task needs a backend that runs CUDA C++ and a toolchain that builds it: one line now, not a
+        campaign of failed evaluations."""
+        from evoforge.backends.cute import cute_unavailable
+
+        for task, seed in pairs:
+            if seed.language == "cute":
+                why = cute_unavailable(backend, self.config.arch)
+                if why:
+                    raise UsageError(f"task {task.name}: a CuTe kernel {why}")
 
     def _refuse_studies_of_another_run(self, task_names: list[str]) -> None:
         """A new campaign never records into studies that already hold trials: with a shared ``--storage`` and
@@ -353,15 +390,25 @@ class Campaign:
         self.say(f"campaign {cfg.name}: {len(self.tasks)} task(s), {cfg.budget_evals} evaluations each, on "
                  f"{self.backend.name} ({cfg.arch}); starting {workers} evaluator(s) in {where}, which takes a "
                  f"while before the first result; recording in {self.run_dir}")
-        init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2))
+        # This process holds the LLM key: undumpable (no same-user process reads its /proc/<pid>/environ or memory;
+        # candidates, even run by root, hold no CAP_SYS_PTRACE), and Ray's daemons and workers start without it.
+        from evoforge.backends.containment import protect_secrets
+
+        key_names = (cfg.llm.api_key_env,) if cfg.llm.api_key_env else ()
+        protect_secrets(extra=key_names)
+        init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2), secret_names=key_names)
         # The knowledge base's hard rules were checked here, before the pool (precheck): not again in the actors.
         # The run directory (the record, the cache, the LLM's cache) is out of the candidates' sight where they
         # run contained (backends/containment.py).
         evaluator_kwargs = {"backend": self.backend.name, "arch": cfg.arch, "options": self._options.to_dict(),
                             "timeout_s": cfg.timeout_s, "knowledge": False,
                             "hide_paths": [str(self.run_dir.resolve())]}
-        self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
-                             timeout_s=cfg.timeout_s)
+        if self.pools is not None:
+            self.pool = self.pools.lend(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
+                                        timeout_s=cfg.timeout_s)
+        else:
+            self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
+                                 timeout_s=cfg.timeout_s)
         cfg.write(self.run_dir / "config.json")
 
     # ---------------------------------------------------------------- resume
@@ -415,7 +462,7 @@ class Campaign:
                                lineage_correct_steps=state.correct_steps.get(parent.id, 0) if parent else 0,
                                knowledge_enabled=self.config.knowledge,
                                seed=self.config.seed + (state.evaluations if number is None else number),
-                               stage=proposal.stage if proposal else "", notes=notes)
+                               stage=proposal.stage if proposal else "", notes=notes, language=state.seed.language)
 
     async def _materialize(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         """Turn a proposal into a child, or into an ``invalid`` result saying why no child could be made."""
@@ -539,18 +586,30 @@ class Campaign:
                      started_at=started_at)
 
     async def run(self) -> dict[str, Any]:
+        try:
+            return await self._run()
+        finally:
+            if self.llm is not None:  # its HTTP client belongs to this event loop: closed here, not at exit
+                await self.llm.aclose()
+
+    async def _run(self) -> dict[str, Any]:
         assert self.store is not None and self.pool is not None and self.cache is not None
         from evoforge.progress import CampaignProgress
 
         pending: dict[asyncio.Task[Any], tuple[TaskState, Proposal]] = {}
         proposed_at: dict[asyncio.Task[Any], float] = {}  # when the operator was asked (an LLM call takes a while)
+        # CuTe children: building on CPU threads, then built and waiting for a free evaluator. Up to one child per
+        # build worker is proposed beyond the free evaluators, so nvcc runs while the GPU evaluates.
+        building: list[tuple[TaskState, Candidate, Any, float]] = []
+        built: list[tuple[TaskState, Candidate, float]] = []
+        ahead = self.builds.workers if self.builds is not None else 0
         names = list(self.tasks)
         turn = 0
         seeds_to_send = [s for s in self.tasks.values() if s.evaluations == 0 and not s.seed_is_reference]
         with CampaignProgress(self, enabled=self.progress) as progress:
             while True:
                 # Propose for free evaluators, round robin over tasks with budget left.
-                capacity = self.pool.free() - len(pending)
+                capacity = self.pool.free() + ahead - len(pending) - len(building) - len(built)
                 stalled = 0
                 exhausted: set[str] = set()
                 while capacity > 0 and stalled < len(names):
@@ -607,25 +666,49 @@ class Campaign:
                         told = True
                         progress.update()
                         continue
-                    self._submitted[self.pool.submit(state.task.name, state.task, made)] = time.time()
+                    if made.language == "cute" and self.builds is not None:
+                        building.append((state, made, self.builds.submit(made), time.time()))
+                        continue
+                    built.append((state, made, time.time()))
+                # Builds that finished: a compile error is the child's result (no GPU time); a library goes on.
+                for item in [b for b in building if b[2].done()]:
+                    building.remove(item)
+                    state, made, future, since = item
+                    outcome = future.result()
+                    made = replace(made, meta={**made.meta, "build": outcome.as_meta()})
+                    if outcome.failure is not None:
+                        state.in_flight -= 1
+                        failure = replace(outcome.failure, backend=self.backend.name, arch=self.config.arch)
+                        self.cache.put(state.task.key(), made, failure)
+                        self._absorb(state, made, failure, started_at=since)
+                        told = True
+                        progress.update()
+                        continue
+                    built.append((state, made, since))
+                while built and self.pool.free() > 0:
+                    state, made, _since = built.pop(0)
+                    self._submitted[self.pool.submit(state.task.name, state.task, made,
+                                                     self._options.to_dict())] = time.time()
                 # Results that finished.
                 for task_name, candidate, result, worker in self.pool.poll(timeout_s=0.05):
                     state = self.tasks[task_name]
                     state.in_flight -= 1
+                    if "build" in candidate.meta:  # the nvcc time is the build's, measured ahead
+                        result = replace(result, compile_s=candidate.meta["build"]["compile_s"])
                     self.cache.put(state.task.key(), candidate, result)
                     self._absorb(state, candidate, result, worker=worker, started_at=self._submitted.pop(worker, None))
                     told = True
                     progress.update()
                 self._save_state()
-                if not pending and self.pool.in_flight() == 0 and not any(
-                        self._wants_more(s) for s in self.tasks.values()):
+                idle = not pending and not building and not built and self.pool.in_flight() == 0
+                if idle and not any(self._wants_more(s) for s in self.tasks.values()):
                     break
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
-                if not pending and self.pool.in_flight() == 0 and wanting and wanting <= exhausted and not told:
+                if idle and wanting and wanting <= exhausted and not told:
                     for name in wanting:  # said even when the last results came in after the strategy ran dry
                         self._stop(self.tasks[name])
                     break  # every strategy with budget left is exhausted (a space smaller than the budget)
-                await asyncio.sleep(0.01 if pending else 0)
+                await asyncio.sleep(0.01 if pending or building else 0)
         return self.finish()
 
     def _stop(self, state: TaskState) -> None:
@@ -685,6 +768,7 @@ class Campaign:
             seed_result = state.results.get(state.seed.id)
             exported = export_best(self.run_dir, state.task, best, state.seed, seed_result)
             summary["tasks"][name] = {
+                "language": state.seed.language,
                 "evaluations": state.evaluations, "statuses": dict(state.statuses),
                 "first_correct_at": state.first_correct_at,
                 "illegal_skipped": state.illegal_skipped,
@@ -701,6 +785,7 @@ class Campaign:
                               for c, _ in state.history),
                 "llm_calls": sum(1 for c, _ in state.history if "prompt_tokens" in c.meta),
                 "no_child": sum(1 for c, _ in state.history if c.meta.get("no_child")),
+                "compile_s": round(sum(float(r.compile_s or 0.0) for c, r in state.history if "build" in c.meta), 1),
             }
             report = getattr(state.strategy, "summary", None)
             if callable(report):
@@ -723,6 +808,12 @@ class Campaign:
             log.warning("could not write the studies' notes for the dashboard (%s: %s)", e.__class__.__name__, e)
 
     def close(self) -> None:
+        if self.builds is not None:
+            self.builds.close()
+            self.builds = None
         if self.pool is not None:
-            self.pool.shutdown()
+            if self.pools is not None:
+                self.pools.give_back(self.pool)
+            else:
+                self.pool.shutdown()
             self.pool = None

@@ -25,7 +25,8 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
     simple = {"out": "out", "budget_evals": "budget_evals", "budget_minutes": "budget_minutes",
               "backend": "backend", "storage": "storage", "ray_address": "ray_address", "strategy": "strategy",
               "arch": "arch", "seed": "seed", "workers": "workers", "name": "name", "timeout": "timeout_s",
-              "correctness_runs": "correctness_runs", "evaluators_per_device": "evaluators_per_device"}
+              "correctness_runs": "correctness_runs", "evaluators_per_device": "evaluators_per_device",
+              "build_workers": "build_workers"}
     for flag, key in simple.items():
         value = getattr(args, flag, None)
         if value is not None:
@@ -44,6 +45,9 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
             raise UsageError("--seed-kernel with several tasks in the config: give --task T for the one it seeds")
         for t in config.tasks:
             t.seed_kernel = str(Path(args.seed_kernel).resolve())
+    if getattr(args, "language", None):
+        for t in config.tasks:
+            t.language = args.language
     overrides: dict[str, Any] = {}
     for item in args.set or []:
         overrides.update(parse_assignments(item, flag="--set"))
@@ -143,6 +147,11 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("config", nargs="?", help="campaign TOML (e.g. experiments/quickstart.toml)")
     p.add_argument("--task", action="append", help="task file or L1/23 (repeatable; replaces the config's tasks)")
     p.add_argument("--seed-kernel", help="starting kernel (a module defining ModelNew)")
+    p.add_argument("--build-workers", type=int,
+                   help="CuTe: nvcc builds run ahead on this many CPU threads (default: one per core, up to 16)")
+    p.add_argument("--language", choices=["triton", "cute"],
+                   help="kernel language of every task (default: the seed's own; cute: CUDA C++ with CuTe, "
+                        "compiled with nvcc, run on --backend cuda)")
     p.add_argument("--out", help="run directory (default runs/<name>)")
     p.add_argument("--name", help="campaign name (studies are named <name>/<task>)")
     p.add_argument("--budget-evals", type=int, help="evaluations per task")

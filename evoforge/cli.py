@@ -23,8 +23,8 @@ def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_
                    timing: bool = True, seed: int = 42) -> Any:
     """The evaluator ``--backend`` names, or one line saying why that backend cannot run here."""
     from evoforge.backends.base import available_backend
-    from evoforge.backends.chain import ChainOptions
     from evoforge.backends.evaluator import Evaluator
+    from evoforge.backends.options import ChainOptions
 
     backend = available_backend(backend_name, arch=arch)
     return Evaluator(backend=backend.name, arch=backend.arch, timeout_s=timeout_s, knowledge=knowledge,
@@ -52,8 +52,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     check_params(source, params, where=f"--param (in {args.candidate})")
     candidate = Candidate.from_source(source, task=task.name, params=params, language=args.language)
     if args.compile_only:
-        if args.language != "cute":
-            raise UsageError("--compile-only: only for --language cute (a Triton kernel compiles when it first runs)")
+        if candidate.language != "cute":
+            raise UsageError(f"--compile-only: {args.candidate} is a Triton kernel; --compile-only is for "
+                             "--language cute (a Triton kernel compiles when it first runs)")
         from evoforge.backends.cute import compile_only
 
         return _report(task, compile_only(candidate, args.arch or "nvidia-sm90"), args.json)
@@ -129,7 +130,9 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--trials", dest="correctness_runs", type=int, action=DeprecatedFlag, new="--correctness-runs",
                    help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds before the evaluation is killed")
-    p.add_argument("--language", default="triton", choices=["triton", "cute"])
+    p.add_argument("--language", default=None, choices=["triton", "cute"],
+                   help="the kernel language (default: the candidate's own: LANGUAGE = \"cute\", or a CUDA_SRC "
+                        "loaded through evoforge.backends.cute, is CuTe)")
     p.add_argument("--compile-only", action="store_true",
                    help="cute only: compile with nvcc for --arch (default nvidia-sm90) and stop; needs no GPU")
     p.add_argument("--no-kb", action="store_true", help="skip the knowledge base's hard-rule check")
@@ -186,13 +189,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    import optuna
+# Commands that never open an Optuna study: they start without importing optuna (half a second of a short command).
+_WITHOUT_OPTUNA = frozenset({"eval", "backends", "kb", "llm-check", "prompt"})
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one-line errors stay one line
+
+def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.command not in _WITHOUT_OPTUNA:
+            import optuna
+
+            optuna.logging.set_verbosity(optuna.logging.WARNING)  # one-line errors stay one line
         return int(args.func(args) or 0)
     except UsageError as e:
         print(f"evoforge: error: {e}", file=sys.stderr)

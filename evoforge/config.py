@@ -34,6 +34,7 @@ class TaskConfig:
     seed_kernel: str = ""  # a candidate file; empty: the template that serves this task
     floor_passes: float | None = None
     allow_ops: list[str] = field(default_factory=list)
+    language: str = ""  # "triton" or "cute"; empty: the seed's own (core.source_language)
 
 
 @dataclass
@@ -45,6 +46,7 @@ class CampaignConfig:
     seed: int = 0
     workers: int = 0  # evaluation actors; 0: evaluators_per_device per GPU, or 2 on the interpreter
     evaluators_per_device: int = 2  # actors sharing a GPU: one measures while the others load and compile
+    build_workers: int = 0  # CuTe: nvcc builds run ahead on CPU threads; 0: one per core, up to 16
     budget_evals: int = 50  # per task
     budget_minutes: float = 0.0  # whole campaign; 0: no limit
     strategy: str = "default"
@@ -154,7 +156,7 @@ def _normalize_llm(table: Any, source: str) -> Any:
 
 # What a resumed campaign may change (the rest is the run's: its name, tasks, operators...).
 RESUME_OVERRIDES = ("budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout_s",
-                    "evaluators_per_device")
+                    "evaluators_per_device", "build_workers")
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
@@ -222,11 +224,21 @@ def validate_config(config: CampaignConfig, source: str) -> None:
         raise UsageError(f"{source}: correctness_runs must be at least 1")
     if config.timeout_s <= 0:
         raise UsageError(f"{source}: timeout_s must be positive")
+    if config.build_workers < 0:
+        raise UsageError(f"{source}: build_workers must be >= 0 (0: one per CPU core, up to 16)")
     if config.workers < 0:
         raise UsageError(f"{source}: workers must be >= 0 (0: automatic)")
     if config.evaluators_per_device < 1:
         raise UsageError(f"{source}: evaluators_per_device must be at least 1 (1: a GPU evaluates one candidate "
                          "at a time)")
+    from evoforge.core import LANGUAGES
+
+    flags = source == "flags"
+    for i, task in enumerate(config.tasks):
+        if task.language and task.language not in LANGUAGES:
+            where = "--language" if flags else f"{source}: tasks[{i}].language"
+            raise UsageError(f"{where} = {task.language!r}: unknown kernel language (choose from "
+                             f"{', '.join(LANGUAGES)}, or leave it out to take the seed's)")
     if not config.name or "/" in config.name:
         raise UsageError(f"{source}: name must be non-empty and contain no '/' (studies are named <name>/<task>)")
     from evoforge.backends.base import backend_names

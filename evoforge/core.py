@@ -110,6 +110,32 @@ def check_params(source: str, params: Any, *, where: str) -> None:
                          f"(its SPACE and PARAMS name: {', '.join(declared) or 'none'})")
 
 
+LANGUAGES = ("triton", "cute")
+
+
+def source_language(source: str) -> str:
+    """The kernel language a candidate module is written in, read from its source (no code is run).
+
+    A module-level ``LANGUAGE = "cute"`` literal says it; without one, a module that keeps CUDA C++ in a
+    module-level ``CUDA_SRC`` and imports ``evoforge.backends.cute`` (the CuTe contract) is CuTe; anything else
+    is Triton (whose static check then says what is missing).
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "triton"
+    declared = _literal(_module_assignment(tree, "LANGUAGE"))
+    if isinstance(declared, str) and declared.lower() in LANGUAGES:
+        return declared.lower()
+    if _module_assignment(tree, "CUDA_SRC") is not None:
+        for node in tree.body:
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if any(n == "evoforge.backends.cute" or n.startswith("evoforge.backends.cute.") for n in names):
+                return "cute"
+    return "triton"
+
+
 def params_lines(source: str) -> tuple[int, int] | None:
     """The first and last line (1-based) of the module's literal ``PARAMS = {...}``; None where there is none."""
     try:
@@ -151,15 +177,18 @@ class Candidate:
     parents: tuple[str, ...] = ()
     operator: str = "seed"
     stage: str = ""
-    language: str = "triton"
+    language: str = "triton"  # the kernel language: "triton" or "cute" (CUDA C++ with CuTe)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_source(cls, source: str, **kwargs: Any) -> Candidate:
-        """Build a candidate whose space and default params are the ones the source declares."""
+        """Build a candidate whose space and default params are the ones the source declares; its language is
+        the one the source is written in (``source_language``) unless ``language`` is given."""
         space, defaults = declared_space(source)
         params = {**defaults, **kwargs.pop("params", {})}
         kwargs.setdefault("space", space)
+        if kwargs.get("language") is None:
+            kwargs["language"] = source_language(source)
         return cls(source=source, params=params, **kwargs)
 
     @property

@@ -43,7 +43,8 @@ def export_best(run_dir: Path, task: Task, best: tuple[Candidate, EvalResult] | 
         return info
     candidate, result = best
     beats_reference = result.speedup is not None and result.speedup > 1.0
-    info.update(candidate_id=candidate.id, operator=candidate.operator, params=candidate.params,
+    info.update(candidate_id=candidate.id, operator=candidate.operator, language=candidate.language,
+                params=candidate.params,
                 speedup=result.speedup, runtime_ms=result.runtime_ms, ref_ms=result.ref_ms,
                 pct_of_floor=result.pct_of_floor, timing_representative=result.timing_representative,
                 seed_speedup=seed_result.speedup if seed_result and seed_result.ok else None,
@@ -59,6 +60,8 @@ def export_best(run_dir: Path, task: Task, best: tuple[Candidate, EvalResult] | 
               + ("" if beats_reference else "# NOT faster than the reference: keep the reference.\n")
               + ("# timed on the Triton interpreter: not representative of a GPU\n"
                  if not result.timing_representative else "")
+              + ("# language: CuTe (CUDA C++ in CUDA_SRC, built with nvcc when first loaded; PARAMS are its "
+                 "-D macros)\n" if candidate.language == "cute" else "")
               + f"# candidate {candidate.id}, operator {candidate.operator}, params {candidate.params}\n")
     (out_dir / f"{slug}.py").write_text(header + bake_params(candidate.source, candidate.params))
     info["file"] = str(out_dir / f"{slug}.py")

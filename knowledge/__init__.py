@@ -8,7 +8,7 @@ Public API::
     ceilings(arch, *, device=None) -> {"bandwidth_gbs", "peak_tflops": {fp32, tf32, bf16, fp16}, ...}
     hardware_summary(arch) -> str
     rules(arch=None, stage=None, triton_version=None) -> list[Rule]
-    hard_rule_prompt(arch, triton_version=None) -> str
+    hard_rule_prompt(arch, triton_version=None, language="triton") -> str
     stages() -> list[Stage];  STAGE_NAMES;  analyze(source, arch=None) -> list[str]
     cute_guide(arch) -> str  (what a prompt says about writing CuTe for arch)
     validate(candidate, arch, *, triton_version=None) -> list[Violation]

@@ -33,6 +33,8 @@ def add_subparser(subparsers: Any) -> None:
     lst.add_argument("--arch", default=None)
     lst.add_argument("--stage", default=None, choices=STAGE_NAMES)
     lst.add_argument("--triton", default=None, help="Triton version the rules must hold for (default: any)")
+    lst.add_argument("--language", default="triton", choices=["triton", "cute"],
+                     help="the kernel language the rules are written for (default: triton)")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(func=cmd_rules)
 
@@ -55,7 +57,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    chosen = rules(args.arch, stage=args.stage, triton_version=args.triton)
+    chosen = rules(args.arch, stage=args.stage, triton_version=args.triton, language=args.language)
     if args.json:
         print(json.dumps([r.to_dict() for r in chosen]))
         return 0

@@ -13,14 +13,16 @@ from evoforge.knowledge.rulebook import Rule, installed_triton_version, rules
 from evoforge.knowledge.source_model import SourceModel, parse
 from evoforge.knowledge.validators import VALIDATORS, Check, Violation
 
-from evoforge.core import Candidate
+from evoforge.core import Candidate, source_language
 
 
-def _rules_in_force(arch: str, triton_version: str | None, *, hard_only: bool) -> list[Rule]:
-    """Versioned rules need a version: the one given, else the installed Triton's; with neither they are left
-    out rather than guessed."""
+def _rules_in_force(arch: str, triton_version: str | None, *, hard_only: bool,
+                    language: str = "triton") -> list[Rule]:
+    """The rules of the candidate's language. Versioned rules need a version: the one given, else the installed
+    Triton's; with neither they are left out rather than guessed."""
     version = triton_version or installed_triton_version()
-    chosen = [r for r in rules(arch, triton_version=version) if r.validator and (r.hard or not hard_only)]
+    chosen = [r for r in rules(arch, triton_version=version, language=language)
+              if r.validator and (r.hard or not hard_only)]
     if version is None:
         chosen = [r for r in chosen if not r.triton]
     return chosen
@@ -67,8 +69,10 @@ def validate(candidate: Candidate | str, arch: str, *, triton_version: str | Non
         space=candidate.space or model.space,
         triton_version=triton_version,
         elem_bytes=_meta_elem_bytes(candidate.meta),
+        source=candidate.source,
+        language=candidate.language,
     )
-    return _run(check, _rules_in_force(key, triton_version, hard_only=False))
+    return _run(check, _rules_in_force(key, triton_version, hard_only=False, language=candidate.language))
 
 
 def _check_params(
@@ -78,6 +82,8 @@ def _check_params(
     chosen: list[Rule],
     elem_bytes: int | None,
     triton_version: str | None,
+    source: str = "",
+    language: str = "triton",
 ) -> list[Violation]:
     check = Check(
         arch=key,
@@ -86,6 +92,8 @@ def _check_params(
         space=model.space if model is not None else {},
         triton_version=triton_version,
         elem_bytes=elem_bytes,
+        source=source,
+        language=language,
     )
     return _run(check, chosen)
 
@@ -105,8 +113,10 @@ def is_legal(
     """
     key = resolve_arch(arch)
     model = parse(source) if source is not None else None
-    violations = _check_params(params, key, model, _rules_in_force(key, triton_version, hard_only=True),
-                               elem_bytes, triton_version)
+    language = source_language(source) if source is not None else "triton"
+    violations = _check_params(params, key, model,
+                               _rules_in_force(key, triton_version, hard_only=True, language=language),
+                               elem_bytes, triton_version, source or "", language)
     return not violations, violations
 
 
@@ -121,11 +131,12 @@ def legal_configs(
     """Every config of the product of ``space`` that breaks no hard rule of ``arch``, in product order."""
     key = resolve_arch(arch)
     model = parse(source) if source is not None else None
-    chosen = _rules_in_force(key, triton_version, hard_only=True)
+    language = source_language(source) if source is not None else "triton"
+    chosen = _rules_in_force(key, triton_version, hard_only=True, language=language)
     names = list(space)
     out = []
     for values in itertools.product(*(space[n] for n in names)):
         config = dict(zip(names, values, strict=True))
-        if not _check_params(config, key, model, chosen, elem_bytes, triton_version):
+        if not _check_params(config, key, model, chosen, elem_bytes, triton_version, source or "", language):
             out.append(config)
     return out

@@ -38,6 +38,7 @@ class Rule:
     vendors: tuple[str, ...] = ()
     archs: tuple[str, ...] = ()
     triton: str = ""
+    languages: tuple[str, ...] = ("triton",)  # the kernel languages the rule is written for (scope.language)
     validator: str = ""
     source: str = ""
     # Parameter values that make a kernel compute another function than a task of these input dtypes asks for:
@@ -74,7 +75,8 @@ class Rule:
             "title": self.title,
             "severity": str(self.severity),
             "stage": self.stage,
-            "scope": {"vendor": list(self.vendors), "arch": list(self.archs), "triton": self.triton},
+            "scope": {"vendor": list(self.vendors), "arch": list(self.archs), "triton": self.triton,
+                      "language": list(self.languages)},
             "prompt": self.prompt,
             "validator": self.validator,
             "source": self.source,
@@ -117,6 +119,7 @@ def _parse_rule(raw: dict[str, Any], where: str) -> Rule:
         vendors=_as_tuple(scope.get("vendor")),
         archs=_as_tuple(scope.get("arch")),
         triton=str(scope.get("triton") or ""),
+        languages=_as_tuple(scope.get("language")) or ("triton",),
         validator=str(raw.get("validator") or ""),
         source=str(raw.get("source") or ""),
         unsafe_values=_parse_unsafe(raw.get("unsafe_values"), f"{where}: rule {raw['id']}"),
@@ -160,9 +163,10 @@ def installed_triton_version() -> str | None:
     return None
 
 
-def rules(arch: str | None = None, stage: str | None = None, triton_version: str | None = None) -> list[Rule]:
-    """The rules that hold for ``arch`` (all archs when None), ``stage`` and ``triton_version`` (any version
-    when None)."""
+def rules(arch: str | None = None, stage: str | None = None, triton_version: str | None = None,
+          language: str | None = "triton") -> list[Rule]:
+    """The rules that hold for ``arch`` (all archs when None), ``stage``, ``triton_version`` (any version
+    when None) and the kernel ``language`` (a rule without ``scope.language`` is Triton's; None: every language)."""
     if stage is not None and stage not in STAGE_NAMES:
         from evoforge.core import UsageError
 
@@ -171,13 +175,19 @@ def rules(arch: str | None = None, stage: str | None = None, triton_version: str
         r
         for r in all_rules()
         if r.holds_for_arch(arch) and (stage is None or r.stage == stage) and r.holds_for_triton(triton_version)
+        and (language is None or language in r.languages)
     ]
 
 
-def hard_rule_prompt(arch: str, triton_version: str | None = None) -> str:
-    """The hard rules of ``arch`` as prompt text. The installed Triton decides versioned rules when no
-    version is given, since that is the compiler the child will meet."""
+def hard_rule_prompt(arch: str, triton_version: str | None = None, language: str = "triton") -> str:
+    """The hard rules of ``arch`` for kernels in ``language`` as prompt text. The installed Triton decides
+    versioned rules when no version is given, since that is the compiler the child will meet."""
     key = resolve_arch(arch)
+    if language == "cute":
+        chosen = [r for r in rules(key, language="cute") if r.hard]
+        lines = [f"Hard rules for CuTe (CUDA C++) kernels on {key} (a kernel that breaks one is rejected before "
+                 "it compiles):"]
+        return "\n".join(lines + [f"- [{r.id}] {r.prompt}" for r in chosen])
     version = triton_version or installed_triton_version()
     chosen = [r for r in rules(key, triton_version=version) if r.hard]
     header = f"Hard rules for {key}" + (f" with Triton {version}" if version else "")

@@ -46,23 +46,26 @@ def _index() -> tuple[tuple[str, dict[str, Any]], ...]:
     return tuple((str((entry or {}).get("file") or name), dict(entry or {})) for name, entry in items)
 
 
-def template_entry_for(task: Task) -> tuple[Path, dict[str, Any]] | None:
-    """The shipped template that serves a task (the first entry whose ``tasks`` names it) and its entry."""
+def template_entry_for(task: Task, language: str = "triton") -> tuple[Path, dict[str, Any]] | None:
+    """The shipped template in ``language`` that serves a task (the first entry whose ``tasks`` names it and
+    whose ``language``, Triton when unsaid, is the one asked for) and its entry."""
     for file_name, entry in _index():
+        if entry.get("language", "triton") != language:
+            continue
         tasks = entry.get("tasks", [])
         if task.name in tasks or Path(task.path).stem in [Path(t).name for t in tasks]:
             return _templates_dir() / file_name, entry
     return None
 
 
-def find_template_for(task: Task) -> Path | None:
-    found = template_entry_for(task)
+def find_template_for(task: Task, language: str = "triton") -> Path | None:
+    found = template_entry_for(task, language)
     return found[0] if found else None
 
 
-def template_floor_passes(task: Task) -> float | None:
+def template_floor_passes(task: Task, language: str = "triton") -> float | None:
     """The template's ``floor_passes`` for this task (a number, or one per task name), if it gives one."""
-    found = template_entry_for(task)
+    found = template_entry_for(task, language)
     if not found:
         return None
     passes = found[1].get("floor_passes")

@@ -25,6 +25,11 @@ class Stage:
     purpose: str
     guidance: tuple[str, ...]
     signs: tuple[tuple[str, str], ...]  # (id, what was seen)
+    cute_guidance: tuple[str, ...] = ()  # what the stage means for a CuTe (CUDA C++) kernel
+
+    def guidance_for(self, language: str = "triton") -> tuple[str, ...]:
+        """The guidance for a kernel in ``language`` (CuTe's where the stage has some)."""
+        return self.cute_guidance if language == "cute" and self.cute_guidance else self.guidance
 
     @property
     def triggers(self) -> tuple[str, ...]:
@@ -42,6 +47,7 @@ def _load() -> tuple[Stage, ...]:
             purpose=" ".join(str(raw["purpose"]).split()),
             guidance=tuple(" ".join(str(g).split()) for g in raw.get("guidance", ())),
             signs=tuple((s["id"], s["text"]) for s in raw.get("signs", ())),
+            cute_guidance=tuple(" ".join(str(g).split()) for g in raw.get("cute_guidance", ())),
         ))
     return tuple(out)
 
@@ -282,7 +288,12 @@ def _space_not_read(model: SourceModel, arch: str | None) -> bool:
 
 
 def analyze_signs(source: str, arch: str | None = None) -> dict[str, list[str]]:
-    """Stage name -> the signs seen in ``source`` that call for it (stages with none are left out)."""
+    """Stage name -> the signs seen in ``source`` that call for it (stages with none are left out). The
+    detectors read Triton: a CuTe module shows none."""
+    from evoforge.core import source_language
+
+    if source_language(source) == "cute":
+        return {}
     try:
         model = parse(source)
     except (SyntaxError, ValueError):

@@ -8,12 +8,13 @@ pin down: an unknown value is never a violation.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
-from evoforge.knowledge.hardware import model_fact, vendor
+from evoforge.knowledge.hardware import load_arch, model_fact, vendor
 from evoforge.knowledge.source_model import (
     TILE_NAME,
     UNKNOWN,
@@ -57,6 +58,8 @@ class Check:
     space: dict[str, list[Any]] = field(default_factory=dict)
     triton_version: str | None = None
     elem_bytes: int | None = None
+    source: str = ""  # the module's text (CuTe validators read its CUDA_SRC)
+    language: str = "triton"
 
     @cached_property
     def units(self) -> list[Unit]:
@@ -537,7 +540,7 @@ def fp32_dot_precision(check: Check) -> list[Finding]:
             tf32 = r.value(dot.keywords["allow_tf32"]) if "allow_tf32" in dot.keywords else None
             if prec is UNKNOWN or tf32 is UNKNOWN:
                 continue
-            if (prec in (None, "tf32") and tf32 in (None, True)) or prec == "bf16x3":
+            if prec in (None, "tf32") and tf32 in (None, True):  # bf16x3 passes the chain's fp32 criterion
                 out.append(Finding("tl.dot on fp32 operands runs as TF32 by default (10-bit mantissa, about 1e-3 "
                                    "relative error): it fails an fp32 tolerance; pass input_precision='tf32x3' "
                                    "(or 'ieee') unless the task accepts TF32 error", dot.line))
@@ -557,3 +560,106 @@ def grouped_ordering(check: Check) -> list[Finding]:
                            "the same B columns from DRAM; a GROUP_M constexpr (grouped ordering) keeps them in L2",
                            root.launch.line if root.launch else root.line))
     return _dedupe(out)
+
+
+# -- CuTe (CUDA C++ in CUDA_SRC) ---------------------------------------------------------------------------------
+def _cuda_src(check: Check) -> str:
+    """The candidate's CUDA_SRC text ('' when there is none or it is not a plain literal)."""
+    if check.language != "cute" or not check.source:
+        return ""
+    return _cuda_src_of(check.source)
+
+
+@lru_cache(maxsize=64)
+def _cuda_src_of(source: str) -> str:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CUDA_SRC" for t in node.targets):
+            value = node.value
+            return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else ""
+    return ""
+
+
+_TORCH_HEADERS = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/|pybind11/)[^>\"]*[>\"]")
+_HOPPER_ONLY = re.compile(r"\b(SM90_\w+|GMMA::\w+|wgmma\w*|cutlass::arch::Sm90|KernelTmaWarpSpecialized\w*|"
+                          r"TmaWarpSpecialized\w*|make_tma_copy|make_tma_atom|setmaxnreg)\b")
+
+
+@validator("cute_no_torch_headers")
+def cute_no_torch_headers(check: Check) -> list[Finding]:
+    src = _cuda_src(check)
+    found = sorted({m.group(0) for m in _TORCH_HEADERS.finditer(src)})
+    if not found:
+        return []
+    return [Finding(f"CUDA_SRC includes {', '.join(found)}: a CuTe candidate is built by plain nvcc with the CUTLASS "
+                    "headers only (no torch C++ extension); take raw pointers and sizes in an extern \"C\" function")]
+
+
+@validator("cute_arch_features")
+def cute_arch_features(check: Check) -> list[Finding]:
+    src = _cuda_src(check)
+    capability = str(load_arch(check.arch).get("compute_capability", "") if src else "")
+    if not src or not capability or check.vendor != "nvidia":
+        return []
+    try:
+        major = int(capability.split(".")[0])
+    except ValueError:
+        return []
+    if major >= 9:
+        return []
+    used = sorted({m.group(0) for m in _HOPPER_ONLY.finditer(src)})
+    if not used:
+        return []
+    return [Finding(f"CUDA_SRC uses Hopper-only (sm_90a) features ({', '.join(used[:4])}) but {check.arch} is "
+                    f"compute capability {capability}: use SM80 atoms (cp.async copies, SM80 mma.sync) there")]
+
+
+def _int_param(params: dict[str, Any], name: str) -> int | None:
+    value = params.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@validator("cute_sm90_gemm_config")
+def cute_sm90_gemm_config(check: Check) -> list[Finding]:
+    """The warp-specialised Hopper GEMM's tile, schedule, stages and cluster (TILE_M/N/K, SCHEDULE, STAGES,
+    CLUSTER_M/N): the configurations that cannot build, or spill their accumulators, are never compiled."""
+    if check.language != "cute":
+        return []
+    p = check.params
+    tm, tn, tk = _int_param(p, "TILE_M"), _int_param(p, "TILE_N"), _int_param(p, "TILE_K")
+    schedule = p.get("SCHEDULE")
+    if None in (tm, tn, tk) or schedule not in ("cooperative", "pingpong"):
+        return []
+    out: list[Finding] = []
+    if schedule == "cooperative" and tm % 128:
+        out.append(Finding(f"SCHEDULE cooperative splits a tile's rows over two consumer warpgroups of 64: TILE_M "
+                           f"must be a multiple of 128, not {tm} (use pingpong for 64-row tiles)"))
+    if tm % 64 or tn % 16 or tn > 256 or tk % 16:
+        out.append(Finding(f"a {tm}x{tn}x{tk} tile does not split into wgmma instructions (M a multiple of 64, "
+                           "N a multiple of 16 up to 256 per instruction, K a multiple of 16)"))
+    consumers = 2 if schedule == "cooperative" else 1
+    accumulators = tm * tn // (128 * consumers)  # fp32 registers per consumer thread
+    if accumulators > 128:
+        out.append(Finding(f"a {tm}x{tn} tile with SCHEDULE {schedule} holds {accumulators} fp32 accumulators per "
+                           "consumer thread (at most 128 leave room for operands and addresses in the 240 registers "
+                           "a consumer warpgroup gets): it spills; take a smaller tile or the cooperative schedule"))
+    elem = check.elem_bytes or 2
+    budget = check.fact("shared_memory_per_block_bytes") or 0
+    stages = _int_param(p, "STAGES") or 0
+    per_stage = (tm + tn) * tk * elem
+    epilogue = 2 * min(tm, 128) * 32 * elem  # the TMA epilogue's two staged subtiles (EpilogueTileAuto)
+    buffers = stages if stages > 0 else 2  # 0: the builder fills what is left, which must hold at least 2
+    need = buffers * per_stage + epilogue
+    if budget and need > budget:
+        out.append(Finding(f"{buffers} pipeline stages of a {tm}x{tn}x{tk} tile need {buffers} x (TILE_M + TILE_N) x "
+                           f"TILE_K x {elem} + the epilogue's {epilogue} = {need} bytes ({_kib(need)}) of shared "
+                           f"memory; {check.arch} has {budget} ({_kib(budget)}) per block: lower STAGES or the tile"))
+    if p.get("TILES") == "streamk" and schedule != "cooperative":
+        out.append(Finding("TILES streamk needs SCHEDULE cooperative (the pingpong kernel deals whole tiles only)"))
+    cm, cn = _int_param(p, "CLUSTER_M") or 1, _int_param(p, "CLUSTER_N") or 1
+    if cm * cn > 8:
+        out.append(Finding(f"a {cm}x{cn} cluster has {cm * cn} CTAs; 8 is the portable maximum"))
+    return out

@@ -32,6 +32,8 @@ class MutationContext:
     parent's lineage has been correct (delayed performance feedback reads it). A strategy may steer one proposal:
     ``stage`` names the stage it asked for (``llm-stage`` runs that one), ``notes`` are findings it wants the model
     told (an earlier attempt at the same step was correct but slower, or its reply could not be used).
+    ``language`` is the kernel language the task is searched in (``triton`` or ``cute``): what a kernel written
+    from the reference alone must be in.
     """
 
     task_name: str
@@ -46,6 +48,7 @@ class MutationContext:
     seed: int = 0
     stage: str = ""
     notes: tuple[str, ...] = ()
+    language: str = "triton"
 
 
 class MutationError(Exception):

@@ -91,8 +91,9 @@ def cmd_prompt(args: argparse.Namespace) -> int:
                                 client=OpenAIClient(model="preview"))  # never called: preview only assembles
     options = {"llm-stage": {"stage": args.stage}} if args.stage else {}
     operator = build_operators([args.operator], settings, options)[args.operator]
+    language = args.language or (parents[0].language if parents else "triton")
     context = MutationContext(task_name=task.name, task_source=task.source, arch=args.arch,
-                              parent_result=parent_result, knowledge_enabled=not args.no_kb)
+                              parent_result=parent_result, knowledge_enabled=not args.no_kb, language=language)
     try:
         messages = preview(operator, parents, context)
     except MutationError as e:
@@ -129,5 +130,7 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--error-file", help="llm-repair: the failed child's error message")
     p.add_argument("--status", default="compile_error", help="llm-repair: the failed child's status")
     p.add_argument("--no-kb", action="store_true", help="leave the knowledge base out of the prompt")
+    p.add_argument("--language", choices=["triton", "cute"],
+                   help="llm-generate: the kernel language to write (default: the candidate's own, else triton)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prompt)

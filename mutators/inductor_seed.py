@@ -366,8 +366,12 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
             if len(names) != len(capture.graph_inputs):
                 raise NoInductorSeed(f"Inductor's call() takes {len(names)} inputs where the graph has "
                                      f"{len(capture.graph_inputs)}")
+            code = ast.unparse(call)
             for local, source in zip(names, capture.graph_inputs, strict=True):
-                lines.append(f"{local} = {_source_expr(source, capture.forward_args)}")
+                expr = _source_expr(source, capture.forward_args)
+                if re.search(rf"\b{local}\.item\(\)", code):  # a float of the module Inductor took as a 0-d tensor
+                    expr = f"torch.as_tensor({expr})"
+                lines.append(f"{local} = {expr}")
             continue
         if isinstance(stmt, ast.Return) and capture.single_output:
             value = stmt.value
@@ -385,7 +389,10 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
                 "        for name, child in made.named_children():\n            setattr(self, name, child)\n"
                 "        for name, p in made.named_parameters(recurse=False):\n"
                 "            self.register_parameter(name, p)\n"
-                "        for name, b in made.named_buffers(recurse=False):\n            self.register_buffer(name, b)\n")
+                "        for name, b in made.named_buffers(recurse=False):\n            self.register_buffer(name, b)\n"
+                "        for name, value in vars(made).items():  # plain attributes the forward reads (a multiplier)\n"
+                "            if not name.startswith('_') and name != 'training':\n"
+                "                setattr(self, name, value)\n")
     else:
         init = "    def __init__(self, *args, **kwargs):\n        super().__init__()\n"
     helper_names = _helper_closure({h for k in kernels.values() for h in k.helpers}, capture.helpers)
@@ -519,6 +526,9 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     from evoforge.task import exec_module_file
 
     dynamo_config.force_parameter_static_shapes = False
+    # A module's parameters (and sizes read off it) stay symbolic too: a weight made from an init input
+    # (nn.Linear(in_features, ...)) must follow the chain's odd init sizes, not be written in as literals.
+    dynamo_config.force_nn_module_property_static_shapes = False
     fx_config.use_duck_shape = False
     module = exec_module_file(task_path, "evoforge_inductor_task", overrides)
     torch.manual_seed(0)
@@ -532,8 +542,10 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         codes.append(code)
 
     def backend(gm: Any, example_inputs: list[Any]) -> Any:
-        graphs.append([n.meta["grapharg"].source.name for n in gm.graph.nodes if n.op == "placeholder"])
+        before = len(codes)
         compile_fx(gm, example_inputs)
+        if len(codes) > before:  # a graph dynamo gave up on (and traced again, e.g. with a float specialised)
+            graphs.append([n.meta["grapharg"].source.name for n in gm.graph.nodes if n.op == "placeholder"])
         return gm.forward  # the seed is what Inductor wrote; running it is the chain's business
 
     GraphLowering.save_output_code = staticmethod(save)  # type: ignore[method-assign]
@@ -546,7 +558,8 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     finally:
         GraphLowering.save_output_code = original  # type: ignore[method-assign]
     if len(codes) != 1 or len(graphs) != 1:
-        raise NoInductorSeed(f"torch.compile made {len(codes)} graphs of this task where the seed needs one")
+        raise NoInductorSeed(f"torch.compile made {len(graphs)} graphs ({len(codes)} output codes) of this task where "
+                             "the seed needs one")
     flat = out if isinstance(out, tuple | list) else [out]
     forward_args = [p for p in inspect.signature(model.forward).parameters]
     tensors = [name for name, x in zip(forward_args, inputs, strict=False) if isinstance(x, torch.Tensor)]
@@ -563,6 +576,19 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
                            task=str(task_path))
 
 
+def _kernel_configs(kernel: Any) -> list[Any]:
+    """An Inductor kernel's configs: its heuristics' list, or, once it was precompiled (loaded from Inductor's
+    caches, or compiled in parallel workers: ``configs`` is then None), those of its compile results."""
+    configs = getattr(kernel, "configs", None)
+    if configs:
+        return list(configs)
+    for holder in ("compile_results", "launchers"):
+        found = [r.config for r in getattr(kernel, holder, None) or [] if getattr(r, "config", None) is not None]
+        if found:
+            return found
+    return []
+
+
 def _launch_configs(code: str) -> dict[str, list[dict[str, Any]]]:
     """Inductor's launch configs of each kernel: its heuristics run on the kernel's decorator, as at run time."""
     from torch._inductor.codecache import PyCodeCache
@@ -575,7 +601,7 @@ def _launch_configs(code: str) -> dict[str, list[dict[str, Any]]]:
             name, source = node.value.args[0].value, node.value.args[1].value  # type: ignore[attr-defined]
             kernel = getattr(PyCodeCache.load(source), name)
             out[name] = [{"kwargs": dict(c.kwargs), "num_warps": c.num_warps, "num_stages": c.num_stages}
-                         for c in getattr(kernel, "configs", [])]
+                         for c in _kernel_configs(kernel)]
     return out
 
 

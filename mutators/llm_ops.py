@@ -152,9 +152,12 @@ class PromptBuilder:
         info = self.stages().get(stage)
         return _text(info.purpose) if info is not None else ""
 
-    def stage_guidance(self, stage: str) -> str:
+    def stage_guidance(self, stage: str, language: str = "triton") -> str:
         info = self.stages().get(stage)
-        return _text(info.guidance) if info is not None else ""
+        if info is None:
+            return ""
+        guidance = info.guidance_for(language) if hasattr(info, "guidance_for") else info.guidance
+        return _text(guidance)
 
     def stage_triggers(self, stage: str) -> tuple[str, ...]:
         info = self.stages().get(stage)
@@ -166,13 +169,14 @@ class PromptBuilder:
         found = self._ask("analyze", source, arch or None)
         return [str(x) for x in found] if isinstance(found, Sequence) and not isinstance(found, str) else []
 
-    def advice(self, context: MutationContext, stages: Sequence[str]) -> str:
-        """The knowledge base's advice rules (told, not enforced) for ``stages`` on the target, as a section."""
+    def advice(self, context: MutationContext, stages: Sequence[str], language: str = "triton") -> str:
+        """The knowledge base's advice rules (told, not enforced) for ``stages`` on the target and the kernel
+        ``language``, as a section."""
         if not context.knowledge_enabled or not stages:
             return ""
         lines: list[str] = []
         for stage in dict.fromkeys(stages):
-            for rule in self._ask("rules", context.arch or None, stage, self.triton_version) or ():
+            for rule in self._ask("rules", context.arch or None, stage, self.triton_version, language) or ():
                 if not getattr(rule, "hard", True):
                     lines.append(f"- [{rule.id}] {_text(rule.prompt)}")
         return _section("Advice from the knowledge base", "\n".join(lines))
@@ -191,7 +195,8 @@ class PromptBuilder:
     def system(self, parent: Candidate, context: MutationContext) -> str:
         rules = guide = ""
         if context.knowledge_enabled:
-            rules = _text(self._ask("hard_rule_prompt", context.arch, triton_version=self.triton_version))
+            rules = _text(self._ask("hard_rule_prompt", context.arch, triton_version=self.triton_version,
+                                    language=parent.language))
             if parent.language == "cute":
                 guide = _text(self._ask("cute_guide", context.arch))
         return (
@@ -274,7 +279,7 @@ class PromptBuilder:
             task_name=context.task_name,
             stage=stage,
             stage_purpose=self.stage_purpose(stage),  # what the stage is: told even with the knowledge base off
-            stage_guidance=_section("Guidance for this stage", self.stage_guidance(stage))
+            stage_guidance=_section("Guidance for this stage", self.stage_guidance(stage, parent.language))
             if context.knowledge_enabled
             else "",
             reference=_nl(context.task_source),
@@ -283,7 +288,7 @@ class PromptBuilder:
             params=self.params(parent),
             hardware=self.hardware(context),
             analysis=self.analysis(parent, context),
-            advice=self.advice(context, [stage]),
+            advice=self.advice(context, [stage], parent.language),
             inspirations=self.inspirations(parent, context, with_performance=False),
             failures=self.failures(context),
             notes=self.notes(context),
@@ -344,7 +349,7 @@ class PromptBuilder:
             feedback=_section("Measured performance of the current kernel", perf),
             hardware=self.hardware(context),
             guidance=_section("Static analysis found", guidance),
-            advice=self.advice(context, flagged),
+            advice=self.advice(context, flagged, parent.language),
             inspirations=self.inspirations(parent, context, with_performance=feedback),
             failures=self.failures(context),
             notes=self.notes(context),
@@ -377,7 +382,7 @@ class PromptBuilder:
     def generate(self, context: MutationContext, *, language: str = "triton") -> list[Message]:
         """A first kernel from the reference alone: the system prompt holds the convention and the hard rules."""
         stub = Candidate(source="", task=context.task_name, language=language)
-        advice = self.advice(context, self.stage_names()) if context.knowledge_enabled else ""
+        advice = self.advice(context, self.stage_names(), language) if context.knowledge_enabled else ""
         user = self.render(
             "generate",
             task_name=context.task_name,
@@ -423,7 +428,6 @@ class _LLMOperator:
 
     name = "llm"
     default_temperature: float | None = None
-    language = "triton"
 
     def __init__(
         self,
@@ -471,7 +475,9 @@ class _LLMOperator:
         prior: Completion | None = None,
         extra_meta: Mapping[str, Any] | None = None,
         lineage: bool = True,
+        language: str | None = None,
     ) -> Candidate:
+        """The child: in its first parent's language (``language``, the task's, when it has none)."""
         meta = {**_call_meta(messages, completion, prior=prior), **(extra_meta or {})}
         base = parents[0].source if parents else ""
         try:
@@ -495,7 +501,7 @@ class _LLMOperator:
             parents=tuple(p.id for p in parents) if lineage else (),
             operator=self.name,
             stage=stage,
-            language=parents[0].language if parents else self.language,
+            language=language or (parents[0].language if parents else None),
             meta=meta,
         )
 
@@ -764,8 +770,9 @@ class LLMGenerate(_LLMOperator):
     """Write a first kernel from the task's reference (CuTeGen's generate step; the seed of a task no template
     serves). Each proposal is an independent sample: the cache salt holds the context's seed, so several
     generations for one task are several requests. The child is a root of the lineage (it descends from no
-    kernel: ``parents`` is empty); a parent given is only what the reply must differ from. ``language`` is the
-    kernel language asked for (``triton``, or ``cute``: the system prompt then carries the CuTe guide)."""
+    kernel: ``parents`` is empty); a parent given is only what the reply must differ from. The kernel language
+    asked for is the task's (``context.language``; ``cute``: the system prompt then carries the CuTe guide and
+    CuTe's hard rules), unless the operator was built for one (``language``)."""
 
     name = "llm-generate"
     default_temperature = 0.8
@@ -774,7 +781,7 @@ class LLMGenerate(_LLMOperator):
         self,
         *,
         client: LLMClient,
-        language: str = "triton",
+        language: str | None = None,
         builder: PromptBuilder | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -789,13 +796,13 @@ class LLMGenerate(_LLMOperator):
         return True  # it reads the reference, not the parent
 
     def messages(self, parents: tuple[Candidate, ...], context: MutationContext) -> list[Message]:
-        return self.builder.generate(context, language=self.language)
+        return self.builder.generate(context, language=self.language or context.language)
 
     async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
         messages = self.messages(parents, context)
         completion = await self._ask(messages, context)
         return self._child(parents, messages, completion, stage="generate", lineage=False,
-                           extra_meta={"generated": True})
+                           extra_meta={"generated": True}, language=self.language or context.language)
 
 
 def _quote(text: str, limit: int = 120) -> str:

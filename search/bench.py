@@ -38,11 +38,19 @@ def child_of(proposal: Proposal) -> Candidate | None:
 def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: int = 1,
                seed: int = 0) -> list[tuple[Candidate, EvalResult]]:
     """Ask and tell until ``budget`` evaluations; with ``batch`` > 1, up to that many proposals are in flight and
-    they finish in random order, as in an asynchronous evaluation pool."""
+    they finish in random order, as in an asynchronous evaluation pool.
+
+    On a landscape that holds only a sample of its space (a recording cut short), a proposal of a config the file
+    lacks is dropped: it costs no evaluation and the strategy is told nothing (the answer is unknown, not a
+    failure; told as one, a strategy would learn a resource limit that is not there), so the strategy searches the
+    recorded sample and its other proposals are drawn instead. The config counts as proposed: it is not asked again.
+    """
     order = random.Random(seed)
     inflight: list[Proposal] = []
     history: list[tuple[Candidate, EvalResult]] = []
-    while len(history) < budget:
+    dropped = 0
+    limit = math.prod(len(v) for v in landscape.space.values())  # every config dropped: nothing left to ask
+    while len(history) < budget and dropped < limit:
         want = min(batch - len(inflight), budget - len(history) - len(inflight))
         if want > 0:
             inflight.extend(strategy.ask(want))
@@ -54,6 +62,9 @@ def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: 
             parent = proposal.parents[0] if proposal.parents else landscape.seed_candidate()
             child = parent.with_params({}, operator=proposal.operator)
             result = EvalResult.failure(EvalStatus.INVALID, f"replay cannot apply operator {proposal.operator!r}")
+        elif not landscape.holds(child.params):
+            dropped += 1
+            continue
         else:
             result = landscape.evaluate(child.params)
         strategy.tell(child, result)

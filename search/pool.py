@@ -7,6 +7,7 @@ candidate recorded as ``crashed``; one that does not answer well past the timeou
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -16,18 +17,22 @@ from typing import Any
 
 import ray
 from evoforge.backends.base import Backend
+from evoforge.backends.options import ChainOptions
 from evoforge.backends.sandbox import TURN_WAIT_FACTOR
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from evoforge.task import Task
 
 
-def init_ray(address: str = "", *, num_cpus: int | None = None) -> None:
+def init_ray(address: str = "", *, num_cpus: int | None = None, secret_names: tuple[str, ...] = ()) -> None:
     """Join a cluster when given an address; else start Ray embedded, with token auth off for that start only.
 
     The embedded start is ``address="local"``: always a new instance of its own, never one found through
     ``RAY_ADDRESS`` or ``/tmp/ray/ray_current_cluster`` (a cluster left by an earlier, killed run would
     otherwise be joined, or fail the start). Joining is what ``--ray-address`` is for.
+
+    The embedded Ray starts without this process's credentials (named like one, or in ``secret_names``): its
+    daemons and the workers they start, the evaluation actors among them, never hold the LLM key.
     """
     if ray.is_initialized():
         return
@@ -42,9 +47,12 @@ def init_ray(address: str = "", *, num_cpus: int | None = None) -> None:
     level = worker_log.level
     if threading.current_thread() is not threading.main_thread():
         worker_log.setLevel(logging.ERROR)
+    from evoforge.backends.containment import without_secrets
+
     try:
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        with without_secrets(extra=secret_names):
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
     finally:
         worker_log.setLevel(level)
         if previous is None:
@@ -71,15 +79,16 @@ class EvalActor:
     """Evaluates one candidate at a time on the device Ray gave it."""
 
     def __init__(self, evaluator_kwargs: dict[str, Any]) -> None:
-        from evoforge.backends.chain import ChainOptions
         from evoforge.backends.evaluator import Evaluator
 
         kwargs = dict(evaluator_kwargs)
         kwargs["options"] = ChainOptions.from_dict(kwargs.get("options", {}))
         self.evaluator = Evaluator(**kwargs)
 
-    def evaluate(self, task: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
-        result = self.evaluator.evaluate(Task.from_dict(task), Candidate.from_dict(candidate))
+    def evaluate(self, task: dict[str, Any], candidate: dict[str, Any],
+                 options: dict[str, Any] | None = None) -> dict[str, Any]:
+        chosen = ChainOptions.from_dict(options) if options is not None else None
+        result = self.evaluator.evaluate(Task.from_dict(task), Candidate.from_dict(candidate), options=chosen)
         return result.to_dict()
 
     def pid(self) -> int:
@@ -129,9 +138,11 @@ class EvalPool:
     def in_flight(self) -> int:
         return self.size - self.free()
 
-    def submit(self, key: Any, task: Task, candidate: Candidate) -> str:
+    def submit(self, key: Any, task: Task, candidate: Candidate, options: dict[str, Any] | None = None) -> str:
+        """Hand ``candidate`` to a free actor; ``options`` (a ``ChainOptions`` dict) replace the pool's own for this
+        evaluation (a pool lent to several campaigns evaluates each with its own)."""
         slot = next(s for s in self.slots if s.busy is None)
-        slot.busy = slot.actor.evaluate.remote(task.to_dict(), candidate.to_dict())
+        slot.busy = slot.actor.evaluate.remote(task.to_dict(), candidate.to_dict(), options)
         slot.job = (key, task, candidate)
         slot.started = time.monotonic()
         return slot.tag
@@ -186,3 +197,44 @@ class EvalPool:
                 ray.kill(slot.actor, no_restart=True)
             except Exception:
                 pass
+
+
+def _within(path: str, folder: str) -> bool:
+    return os.path.commonpath([os.path.abspath(path), os.path.abspath(folder)]) == os.path.abspath(folder)
+
+
+class PoolShare:
+    """Evaluation pools lent to campaigns that run one after another (an ablation's variants and seeds).
+
+    A pool's actors and their evaluation processes (torch, Triton and a forkserver imported in each) take seconds
+    to start, more than a short campaign's evaluations: a dozen campaigns of an ablation start them once. One pool
+    per set-up (size, devices, backend, arch, timeout); each evaluation carries its campaign's chain options. The
+    candidates are kept out of ``hide_paths`` (the ablation's directory, which holds every run's), and out of any
+    folder a campaign hides that lies outside them (that campaign then gets a pool of its own).
+    """
+
+    def __init__(self, *, hide_paths: list[str]) -> None:
+        self.hide_paths = [os.path.abspath(p) for p in hide_paths]
+        self._pools: dict[str, EvalPool] = {}
+
+    def lend(self, *, size: int, evaluator_kwargs: dict[str, Any], num_gpus: float = 0.0,
+             timeout_s: float = 120.0) -> EvalPool:
+        kwargs = {k: v for k, v in evaluator_kwargs.items() if k != "options"}
+        own = [p for p in kwargs.get("hide_paths", []) if not any(_within(p, h) for h in self.hide_paths)]
+        kwargs["hide_paths"] = self.hide_paths + own
+        key = json.dumps([size, num_gpus, timeout_s, kwargs], sort_keys=True, default=str)
+        if key not in self._pools:
+            self._pools[key] = EvalPool(size=size, evaluator_kwargs=kwargs, num_gpus=num_gpus, timeout_s=timeout_s)
+        return self._pools[key]
+
+    def give_back(self, pool: EvalPool) -> None:
+        """A pool comes back after its campaign; one with evaluations still in flight (the campaign stopped
+        early) is shut down, so the next campaign never receives the last one's results."""
+        if pool.in_flight():
+            pool.shutdown()
+            self._pools = {k: p for k, p in self._pools.items() if p is not pool}
+
+    def shutdown(self) -> None:
+        for pool in self._pools.values():
+            pool.shutdown()
+        self._pools.clear()

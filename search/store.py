@@ -306,6 +306,7 @@ class OptunaStore:
             "max_abs_err": result.max_abs_err, "criterion": result.criterion, "pct_of_floor": result.pct_of_floor,
             "below_floor": result.below_floor, "timing_representative": result.timing_representative,
             "backend": result.backend, "arch": result.arch, "eval_s": result.eval_s, "cached": result.cached,
+            "language": candidate.language, "compile_s": result.compile_s,
             "params": json.dumps(candidate.params, sort_keys=True, default=str),
             "recorded_at": time.time(),
         }

@@ -37,8 +37,10 @@ def interpreter_evaluator():
     from evoforge.backends.chain import ChainOptions
     from evoforge.backends.evaluator import Evaluator
 
+    # 60 s: an honest kernel on the interpreter finishes well within it even on a loaded 2-core machine (it took
+    # over 10 s there); the hang test gives its own, shorter limit.
     evaluator = Evaluator(backend="interpreter", options=ChainOptions(trials=3, timing=False, seed=42),
-                          timeout_s=10, knowledge=False)
+                          timeout_s=60, knowledge=False)
     yield evaluator
     evaluator.close()
 
@@ -47,6 +49,24 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "evoforge.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd or REPO)
+
+
+def cli_main(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``evoforge ARGS`` in this process (what ``python -m evoforge.cli`` runs: ``sys.exit(main(argv))``), for
+    commands whose outcome is their exit code and output: a second of interpreter and imports less than
+    ``run_cli``, whose own process a test needs only for what a process has (its environment, its children, a
+    kill). An exception that escapes ``main`` fails the test, as its traceback would fail ``run_cli``'s checks."""
+    from evoforge.cli import main
+
+    capsys.readouterr()  # what the test printed before is not the command's
+    here = os.getcwd()
+    os.chdir(REPO)  # where run_cli runs its command: relative paths mean the same
+    try:
+        code = main(list(args))
+    finally:
+        os.chdir(here)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["evoforge", *args], code, out, err)
 
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -103,3 +123,19 @@ def postgres_url():
         subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
                        capture_output=True, timeout=60)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def cute_toolchain_missing() -> str | None:
+    """Why CuTe candidates cannot be built here (no nvcc, no CUTLASS headers), or None."""
+    from evoforge.backends import cute
+
+    try:
+        cute.nvcc_path()
+        cute.cutlass_include_dir()
+    except cute.CuteToolchainError as e:
+        return str(e)
+    return None
+
+
+needs_nvcc = pytest.mark.skipif(cute_toolchain_missing() is not None,
+                                reason=f"no CuTe toolchain: {cute_toolchain_missing()}")

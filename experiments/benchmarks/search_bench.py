@@ -1,6 +1,6 @@
 """Benchmark of the search strategies on tuning landscapes (CPU replay of recorded timings).
 
-    .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [--only default] [LANDSCAPE.json ...]
+    .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [--only default | --new] [LANDSCAPE.json ...]
 
 Writes experiments/results/search/search_bench.{md,json}: for every registered strategy (and the Optuna samplers
 behind ``bayes``: TPE, CMA-ES), every landscape and batch size, the probability of finding a config within 2% of
@@ -62,6 +62,9 @@ def _kind(path: Path) -> str:
     data = json.loads(path.read_text())
     if data.get("derived"):
         return "derived"
+    recorded = data.get("recorded") or {}
+    if recorded.get("complete") is False:  # cut short by --max-seconds: a uniform sample of the space
+        return f"recorded ({data.get('gpu', 'unknown GPU')}), incomplete: {recorded.get('stopped', 'a sample')}"
     return f"recorded ({data.get('gpu', 'unknown GPU')})"
 
 
@@ -151,13 +154,29 @@ def _kept_rows(out: Path, only: list[str], repeats: int) -> tuple[list[dict], di
     try:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise SystemExit(f"{path}: --only keeps the other rows of an earlier run, and it cannot be read ({exc}); "
-                         "run without --only") from None
+        raise SystemExit(f"{path}: --only and --new keep rows of an earlier run, and it cannot be read ({exc}); "
+                         "run without --only or --new") from None
     if earlier["meta"]["repeats"] != repeats:
         raise SystemExit(f"{path}: the earlier run has {earlier['meta']['repeats']} repeats, not {repeats}; "
-                         f"pass --repeats {earlier['meta']['repeats']} or run without --only")
+                         f"pass --repeats {earlier['meta']['repeats']} or run without --only or --new")
     rows = [{"commit": earlier["meta"]["commit"], **r} for r in earlier["results"] if r["strategy"] not in only]
     return rows, earlier["meta"]
+
+
+def _earlier_kinds(out: Path) -> dict[str, str]:
+    """The kind (recorded, derived) of each landscape of the earlier run in ``out``, as it labelled them."""
+    try:
+        return dict(json.loads((out / "search_bench.json").read_text()).get("kinds", {}))
+    except (OSError, ValueError):
+        return {}
+
+
+def wanted(landscape: str, strategy: str, measured: set[str], *, only: list[str], new: bool) -> bool:
+    """Whether a run re-measures this cell: everything; with ``only``, those strategies (and every strategy on a
+    landscape the earlier run lacks); with ``new``, every strategy on the landscapes the earlier run lacks only."""
+    if new:
+        return landscape not in measured
+    return not only or strategy in only or landscape not in measured
 
 
 def _commit() -> str:
@@ -180,7 +199,13 @@ def main() -> int:
                     help="re-run only this strategy's rows (repeatable) and keep the others from the earlier "
                          "search_bench.json in --out (a landscape it lacks gets every strategy); each row says "
                          "which commit measured it")
+    ap.add_argument("--new", action="store_true",
+                    help="score only the landscapes the earlier search_bench.json in --out lacks (every strategy) and "
+                         "keep all its rows (each row says which commit measured it)")
     args = ap.parse_args()
+    if args.only and args.new:
+        print("--only and --new: choose one (--new re-runs nothing the earlier run measured)", file=sys.stderr)
+        return 2
     known = {s for s, _, _ in STRATEGIES}
     if any(o not in known for o in args.only):
         print(f"--only {[o for o in args.only if o not in known]}: choose from {sorted(known)}", file=sys.stderr)
@@ -192,28 +217,31 @@ def main() -> int:
             return 2
     kinds = {p.name: _kind(p) for p in landscapes}
     kept, earlier = [], None
-    if args.only:
+    if args.only or args.new:
         try:
             kept, earlier = _kept_rows(args.out, args.only, args.repeats)
-            kept = [r for r in kept if r["landscape"] in kinds]
         except SystemExit as exc:
             print(exc, file=sys.stderr)
             return 2
+        if args.new:  # every earlier row stays, named or not: landscapes can be added one call at a time
+            kinds = {**_earlier_kinds(args.out), **kinds}
+        else:
+            kept = [r for r in kept if r["landscape"] in kinds]
     measured = {r["landscape"] for r in kept}  # a landscape new since the earlier run gets every strategy
     commit = _commit()
     cells = [(str(p), s, b, kb, args.repeats, commit) for p in landscapes for s, b, kb in STRATEGIES
-             if (not kb or _has_unsafe(p)) and (not args.only or s in args.only or p.name not in measured)]
+             if (not kb or _has_unsafe(p)) and wanted(p.name, s, measured, only=args.only, new=args.new)]
     with ProcessPoolExecutor(args.workers) as pool:
         fresh = list(pool.map(_cell, cells))
-    order = {(p.name, s, b, kb): n for n, (p, s, b, kb) in enumerate(
-        (p, s, b, kb) for p in landscapes for s, b, kb in STRATEGIES)}
-    results = sorted(kept + fresh, key=lambda r: order.get(
-        (r["landscape"], r["strategy"], r["batch"], bool(r.get("kb"))), len(order)))
+    names = list(dict.fromkeys([r["landscape"] for r in kept] + [p.name for p in landscapes]))
+    rank = {(s, b, kb): n for n, (s, b, kb) in enumerate(STRATEGIES)}
+    results = sorted(kept + fresh, key=lambda r: (names.index(r["landscape"]), rank.get(
+        (r["strategy"], r["batch"], bool(r.get("kb"))), len(rank))))
     meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "budget": BUDGET,
             "checkpoints": list(CHECKPOINTS), "repeats": args.repeats, "commit": commit, **_versions()}
     if earlier is not None:
-        meta["only"] = args.only
-        meta["kept_from"] = {earlier["commit"]: earlier["date"]}
+        meta["only"] = args.only or ["new landscapes"]
+        meta["kept_from"] = {**earlier.get("kept_from", {}), earlier["commit"]: earlier["date"]}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "search_bench.json").write_text(json.dumps({"meta": meta, "kinds": kinds, "results": results},
                                                            indent=1) + "\n")

@@ -12,7 +12,14 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   resource-like) skips neighbours that will not fit, and the walk prefers neighbours next to the learned
   boundary (``boundary=False`` turns that off: 0.54 instead of 0.72-0.8 on matmul_bf16_4096 at budget 30);
 - with no failure seen there is no boundary to follow, and a plain walk is weak on a flat landscape: then every
-  ``explore_every``-th proposal is the sampler's (softmax_fp16_32768x1024: 0.95 instead of 0.92).
+  ``explore_every``-th proposal is the sampler's (softmax_fp16_32768x1024: 0.95 instead of 0.92);
+- a walk anchored at the best config stops at a local optimum whose two-step neighbourhood holds nothing faster
+  (on the H200 fp8-operand GEMM: 256x128x64 at 1.05x, four steps from the best 128x256x32). Iterated local
+  search's answer, kept cheap: once ``patience`` results have not improved the best and at least ``settled`` of
+  its neighbourhood (run, or still worth running) has run, every ``escape_every``-th move is a two-step move from
+  one of the next ``escape_anchors`` best configs (found around the optimum) to a config beyond the optimum's own
+  reach, up to four steps away; a gain there moves the walk. On the development landscapes this costs nothing
+  measurable (a walk that is still gaining never counts as settled).
 
 A failure is not always a size boundary. An incorrect result (or a rejected, crashed or hung run) is a property of
 the config's values, usually a categorical choice (a dot precision, an fp16 accumulator, fp8 operands), and the
@@ -59,8 +66,16 @@ class StructureTuner:
     def __init__(self, *, space: ParamSpace, seed: int, sampler: str = "tpe", n_start: int = 5,
                  anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
                  boundary_threshold: float = 0.7, explore_every: int = 3, wrong_threshold: float = 0.5,
-                 probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = ()) -> None:
+                 probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = (),
+                 patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2) -> None:
         self.explore_every = explore_every
+        self.patience = patience
+        self.settled = settled
+        self.escape_anchors = escape_anchors
+        self.escape_every = escape_every
+        self._since_improvement = 0  # results told since the best last improved
+        self._stuck_moves = 0
+        self.escapes = 0
         self.space = space
         self.sampler = OptunaTuner(space=space, sampler=sampler, seed=seed,
                                    n_startup_trials=max(n_start, 1) if sampler in ("tpe", "gp") else None)
@@ -134,7 +149,12 @@ class StructureTuner:
         self.pending.discard(idx)
         if idx in self.results:
             return
+        before = self.best()
         self.results[idx] = runtime_ms
+        if runtime_ms is not None and (before is None or runtime_ms < before[1]):
+            self._since_improvement = 0
+        else:
+            self._since_improvement += 1
         if runtime_ms is None:
             self.kinds[idx] = failure or FailureKind.RESOURCE
         else:
@@ -241,21 +261,54 @@ class StructureTuner:
                 self._pfail_cache[idx] = self._fail_model().predict(idx)
         return self._pfail_cache[idx]
 
+    def _pool(self, anchor: tuple[int, ...], kernels: set[tuple[int, ...]], *,
+              prefer_boundary: bool = True) -> list[tuple[int, ...]]:
+        """The neighbours of ``anchor`` worth running (within two steps, not seen, predicted to fit and be correct);
+        next to the learned resource boundary only, where there are such."""
+        pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor)
+                if n not in self.seen and not self._twin(n, kernels) and self._worth_flipping(anchor, n)]
+        wrong = self._causes().active
+        pool = [n for n in pool if self._pfail(n) < self.fail_threshold
+                and (not wrong or self._pwrong(n) < self._wrong_limit(anchor, n))]
+        if prefer_boundary and self.boundary and self._resource_failures():
+            near = [n for n in pool if max((self._pfail(m) for m in self.space.neighbours(n)), default=0.0)
+                    >= self.boundary_threshold]
+            pool = near or pool
+        return pool
+
     def _local_move(self) -> tuple[int, ...] | None:
         ranked = sorted((v, i) for i, v in self.results.items() if v is not None)
-        any_failure = self._resource_failures()
-        wrong = self._causes().active
         kernels = self._proposed_kernels()
+        if self.patience and self._since_improvement >= self.patience and self._settled(ranked[0][1], kernels):
+            self._stuck_moves += 1
+            if self._stuck_moves % self.escape_every == 0:
+                idx = self._escape(ranked, kernels)
+                if idx is not None:
+                    return idx
         for _, anchor in ranked[:self.anchors]:
-            pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor)
-                    if n not in self.seen and not self._twin(n, kernels) and self._worth_flipping(anchor, n)]
-            pool = [n for n in pool if self._pfail(n) < self.fail_threshold
-                    and (not wrong or self._pwrong(n) < self._wrong_limit(anchor, n))]
-            if self.boundary and any_failure:
-                near = [n for n in pool if max((self._pfail(m) for m in self.space.neighbours(n)), default=0.0)
-                        >= self.boundary_threshold]
-                pool = near or pool
+            pool = self._pool(anchor, kernels)
             if pool:
+                return pool[int(self._rng.integers(len(pool)))]
+        return None
+
+    def _settled(self, best: tuple[int, ...], kernels: set[tuple[int, ...]]) -> bool:
+        """Whether the walk has run at least a share ``settled`` of the incumbent's neighbourhood (those run and
+        those still worth running) without finding better: then it is likely a local optimum, not an unlucky walk."""
+        near = self.space.neighbours(best) + self.space.neighbours2(best)
+        ran = sum(n in self.results for n in near)
+        return ran >= self.settled * (ran + len(self._pool(best, kernels, prefer_boundary=False)))
+
+    def _escape(self, ranked: list[tuple[float, tuple[int, ...]]],
+                kernels: set[tuple[int, ...]]) -> tuple[int, ...] | None:
+        """A move out of the incumbent's basin: the walk from one of the next best configs (found around the
+        incumbent, so within two steps of it) to a config beyond the incumbent's own two-step reach."""
+        best = ranked[0][1]
+        near = set(self.space.neighbours(best) + self.space.neighbours2(best))
+        anchors = [i for _, i in ranked[1:1 + self.escape_anchors]]
+        for k in self._rng.permutation(len(anchors)):
+            pool = [n for n in self._pool(anchors[k], kernels) if n not in near]
+            if pool:
+                self.escapes += 1
                 return pool[int(self._rng.integers(len(pool)))]
         return None
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from evoforge.core import Candidate, EvalStatus
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, cli_main
 
 EXPECTED = {
     "correct": EvalStatus.OK,
@@ -29,7 +29,8 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_adversarial_kernel_gets_its_status(name, relu_task, interpreter_evaluator):
     source = (FIXTURES / "relu" / f"{name}.py").read_text()
-    result = interpreter_evaluator.evaluate(relu_task, Candidate.from_source(source, task=relu_task.name))
+    result = interpreter_evaluator.evaluate(relu_task, Candidate.from_source(source, task=relu_task.name),
+                                            timeout_s=10 if name == "hang" else None)
     assert result.status is EXPECTED[name], result.message
     if result.status is not EvalStatus.OK:
         assert result.message  # a failure always says why
@@ -67,8 +68,8 @@ def test_params_reach_the_module(relu_task, interpreter_evaluator):
     assert broken.status is EvalStatus.COMPILE_ERROR  # non-power-of-two arange, caught by the interpreter
 
 
-def test_cli_eval_json_contract(tmp_path):
-    proc = run_cli("eval", "L1/19", str(FIXTURES / "relu" / "correct.py"), "--backend", "interpreter",
+def test_cli_eval_json_contract(tmp_path, capsys):
+    proc = cli_main(capsys, "eval", "L1/19", str(FIXTURES / "relu" / "correct.py"), "--backend", "interpreter",
                    "--set", "batch_size=4", "--set", "dim=1000", "--shapes", "batch_size=3,dim=777", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -77,7 +78,7 @@ def test_cli_eval_json_contract(tmp_path):
     assert out["status"] == "ok" and out["backend"] == "interpreter"
     assert out["timing_representative"] is False and out["speedup"] > 0
 
-    proc = run_cli("eval", "L1/19", str(FIXTURES / "relu" / "nan.py"), "--backend", "interpreter",
+    proc = cli_main(capsys, "eval", "L1/19", str(FIXTURES / "relu" / "nan.py"), "--backend", "interpreter",
                    "--set", "batch_size=4", "--set", "dim=1000", "--json")
     assert proc.returncode == 1
     assert json.loads(proc.stdout.strip().splitlines()[-1])["status"] == "incorrect"
@@ -90,15 +91,15 @@ def test_cli_eval_json_contract(tmp_path):
     (["eval", "L1/19", "tests/fixtures/relu/correct.py", "--backend", "tpu"], "--backend"),
     (["eval", "L1/19", "tests/fixtures/relu/correct.py", "--shapes", "oops"], "--shapes"),
 ])
-def test_bad_input_is_one_line_exit_2(args, needle):
-    proc = run_cli(*args)
+def test_bad_input_is_one_line_exit_2(args, needle, capsys):
+    proc = cli_main(capsys, *args)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
 
 
-def test_broken_task_file_names_the_file(tmp_path):
+def test_broken_task_file_names_the_file(tmp_path, capsys):
     bad = tmp_path / "bad_task.py"
     bad.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
-    proc = run_cli("eval", str(bad), "tests/fixtures/relu/correct.py")
+    proc = cli_main(capsys, "eval", str(bad), "tests/fixtures/relu/correct.py")
     assert proc.returncode == 2 and "bad_task.py" in proc.stderr and "get_inputs" in proc.stderr

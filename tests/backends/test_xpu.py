@@ -13,7 +13,7 @@ from evoforge.backends.base import get_backend
 from evoforge.knowledge.hardware import model_fact
 
 from evoforge import knowledge
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 
 
 @pytest.mark.parametrize(("name", "arch"), [
@@ -76,8 +76,8 @@ def test_xpu_is_unavailable_here_with_a_reason():
     assert get_backend("auto").name != "xpu"
 
 
-def test_cli_backends_lists_xpu_unavailable_with_a_reason():
-    proc = run_cli("backends", "--json")
+def test_cli_backends_lists_xpu_unavailable_with_a_reason(capsys):
+    proc = cli_main(capsys, "backends", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {r["backend"]: r for r in json.loads(proc.stdout)}
     assert rows["xpu"]["available"] is False

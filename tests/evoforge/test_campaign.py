@@ -9,7 +9,7 @@ import pytest
 from evoforge.search.cache import ResultCache
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, cli_main, run_cli
 
 BUDGET = 6
 
@@ -69,9 +69,9 @@ def test_run_directory_holds_sources_config_and_best_kernel(run_dir):
     assert "interpreter" in text
 
 
-def test_the_exported_kernel_passes_the_chain(run_dir):
+def test_the_exported_kernel_passes_the_chain(run_dir, capsys):
     out, _ = run_dir
-    proc = run_cli("eval", "L1/19", str(out / "best" / "level1_19_ReLU.py"), "--backend", "interpreter",
+    proc = cli_main(capsys, "eval", "L1/19", str(out / "best" / "level1_19_ReLU.py"), "--backend", "interpreter",
                    "--set", "batch_size=4", "--set", "dim=1000", "--json", "--no-timing")
     assert proc.returncode == 0, proc.stdout[-2000:]
 
@@ -95,11 +95,11 @@ def test_the_first_line_comes_before_the_wait_for_ray(run_dir):
     assert str(out) in first
 
 
-def test_resuming_a_finished_campaign_starts_nothing_and_says_so(run_dir):
+def test_resuming_a_finished_campaign_starts_nothing_and_says_so(run_dir, capsys):
     """``--resume`` of a campaign that has its budget spent 24 s starting Ray to do nothing."""
     out, _ = run_dir
     trials = len(_study(out).trials)
-    proc = run_cli("run", "--resume", str(out), "--budget-evals", str(trials), "--json", timeout=600)
+    proc = cli_main(capsys, "run", "--resume", str(out), "--budget-evals", str(trials), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "nothing to do" in proc.stderr and "raise --budget-evals" in proc.stderr
     assert "starting" not in proc.stderr  # the evaluators (and Ray) never started
@@ -130,19 +130,19 @@ def test_result_cache_keys_on_what_changes_a_result(tmp_path):
     ("[wat]\n", "[wat]"),
     ("[campaign]\noperators = [\"params\", \"llm_repair\"]\n", "unknown operator 'llm_repair'"),
 ])
-def test_bad_config_is_one_line(tmp_path, toml, needle):
+def test_bad_config_is_one_line(tmp_path, capsys, toml, needle):
     cfg = tmp_path / "bad.toml"
     cfg.write_text(toml)
-    proc = run_cli("run", str(cfg))
+    proc = cli_main(capsys, "run", str(cfg))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "bad.toml" in lines[0]
 
 
-def test_llm_operators_without_a_model_leave_nothing_a_retry_trips_on(tmp_path):
+def test_llm_operators_without_a_model_leave_nothing_a_retry_trips_on(tmp_path, capsys):
     out = tmp_path / "run"
     for _ in range(2):  # the second attempt gets the same answer, not "already holds a campaign"
-        proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
+        proc = cli_main(capsys, "run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
                        "--backend", "interpreter", "--operators", "params,llm-repair", "--out", str(out))
         assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
             "evoforge: error: operators include LLM operators but no model is set: give --llm-model NAME "
@@ -150,9 +150,9 @@ def test_llm_operators_without_a_model_leave_nothing_a_retry_trips_on(tmp_path):
     assert not (out / "config.json").exists()
 
 
-def test_a_second_run_into_the_same_directory_is_refused(run_dir):
+def test_a_second_run_into_the_same_directory_is_refused(run_dir, capsys):
     out, _ = run_dir
-    proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
+    proc = cli_main(capsys, "run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
                    "--backend", "interpreter", "--out", str(out))
     assert proc.returncode == 2 and "--resume" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 

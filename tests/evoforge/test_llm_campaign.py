@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 
 import optuna
 
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, kernelbench_dir, run_cli
 from tests.fakellm import FakeLLMServer
 
 GOOD = (FIXTURES / "relu" / "correct.py").read_text()
@@ -22,10 +23,15 @@ BROKEN_LINE = "tl.store(y_ptr + offs, tl.maximum(x, 0.0) * scale_missing, mask=m
 BROKEN = GOOD.replace("tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)", BROKEN_LINE)
 
 
+HUNTER = (FIXTURES / "containment" / "key_hunter.py").read_text()
+
+
 def scripted_reply(state: dict) -> object:
     def reply(messages: list[dict]) -> str:
         prompt = messages[-1]["content"]
         state["calls"] += 1
+        if state["calls"] == 2 and state.get("needle_hex"):  # a child that hunts the key through /proc
+            return "```python\n" + HUNTER.replace('"NEEDLE_HEX": ""', f'"NEEDLE_HEX": "{state["needle_hex"]}"') + "```\n"
         if "repair a failing kernel" in prompt and "scale_missing" in prompt:
             state["repairs"] += 1
             return ("The store multiplies by an undefined name; drop it.\n\n<<<<<<< SEARCH\n"
@@ -39,18 +45,24 @@ def scripted_reply(state: dict) -> object:
 
 
 def test_llm_campaign_repairs_and_records_without_leaking_the_key(tmp_path):
-    state = {"calls": 0, "repairs": 0}
+    """Uncontained (EVOFORGE_CONTAINMENT=none, as on a machine without bubblewrap) and with a task that lets
+    candidates read /proc, one LLM child walks every /proc/<pid>/environ and /proc/<pid>/mem it can open: the key is
+    in none (the driver that holds it is undumpable, Ray and the judges start without it)."""
     key = "sk-test-" + secrets.token_hex(16)
+    state = {"calls": 0, "repairs": 0, "needle_hex": key.encode().hex()}
     out = tmp_path / "run"
+    task = tmp_path / "level1" / "19_ReLU.py"  # the ReLU task, its candidates allowed to read other processes
+    task.parent.mkdir()
+    task.write_text((kernelbench_dir() / "level1" / "19_ReLU.py").read_text() + '\nEVOFORGE_ALLOW = ["introspection"]\n')
     with FakeLLMServer(models=("fake-model",), default=scripted_reply(state)) as server:
         # Every third request fails first (429, then 500): the campaign must not notice.
         server.push({"status": 429}, scripted_reply(state), scripted_reply(state), {"status": 500})
-        proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
+        proc = run_cli("run", "--task", str(task), "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
                        "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter",
                        "--budget-evals", "10", "--out", str(out), "--name", "llm", "--workers", "1",
                        "--operators", "llm-stage,llm-repair,llm-optimize", "--llm-base-url", server.url,
                        "--llm-model", "fake-model", "--llm-api-key-env", "EVOFORGE_E2E_KEY", "--json",
-                       env={"EVOFORGE_E2E_KEY": key}, timeout=600)
+                       env={"EVOFORGE_E2E_KEY": key, "EVOFORGE_CONTAINMENT": "none"}, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert server.chat_requests and all(
             r.headers.get("authorization", r.headers.get("Authorization", "")) == f"Bearer {key}"
@@ -85,3 +97,11 @@ def test_llm_campaign_repairs_and_records_without_leaking_the_key(tmp_path):
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["tasks"]["level1/19_ReLU"]["tokens"] > 0
     assert os.environ.get("EVOFORGE_E2E_KEY") is None
+    hunts = [t.user_attrs["message"] for t in trials if "HUNT{" in t.user_attrs.get("message", "")]
+    assert hunts, "the hunting child was not evaluated"
+    found = re.search(r"HUNT(\{.*?\})TNUH", hunts[0])
+    assert found, hunts[0][:3000]
+    hunt = json.loads(found.group(1))
+    assert hunt["environ_read"] > 3 and hunt["mem_opened"] > 3 and hunt["mem_bytes"] > 1 << 20  # it did look
+    assert hunt["environ_hits"] == [] and hunt["mem_hits"] == [], hunt
+    assert hunt["driver_refused"], hunt  # the campaign's own process, which holds the key, could not be opened

@@ -29,7 +29,7 @@ ABLATION = """
 backend = "interpreter"
 budget_evals = 7
 workers = 1
-trials = 1
+correctness_runs = 1
 timeout_s = 60.0
 timing_budget_ms = 100.0
 operators = ["params", "llm"]
@@ -74,7 +74,8 @@ def loops(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         done = run_cli("ablate", str(path), "--out", str(root / "out"), "--quiet", timeout=600)
         prompts = [str(r.messages[-1]["content"]) for r in server.chat_requests]
     assert done.returncode == 0, done.stderr[-3000:]
-    return {"out": root / "out", "model": model, "prompts": prompts, "stdout": done.stdout}
+    return {"out": root / "out", "model": model, "prompts": prompts, "stdout": done.stdout,
+            "stderr": done.stderr}
 
 
 def record(out: Path, run: str) -> list[dict[str, Any]]:
@@ -176,3 +177,12 @@ def test_the_cost_table_counts_calls_no_children_and_tokens(loops: dict[str, Any
     assert (df["prompt_tokens"] > df["completion_tokens"]).all()
     text = script.table(df.reset_index(), ["stages", "cutegen"])
     assert text.splitlines()[2].startswith("| stages |") and text.splitlines()[3].startswith("| cutegen |")
+
+
+def test_each_campaign_closes_its_endpoint_client_in_its_own_event_loop(loops: dict[str, Any]) -> None:
+    """Two campaigns in one process (an ablation): the first one's HTTP client was left open and closed by the
+    garbage collector from the second one's event loop, which printed a traceback ("Event loop is closed")
+    into a user's log; and the old `trials` key warned once per variant and campaign."""
+    assert "Event loop is closed" not in loops["stderr"], loops["stderr"][-2000:]
+    assert "Task exception was never retrieved" not in loops["stderr"]
+    assert "`trials` is now" not in loops["stderr"]

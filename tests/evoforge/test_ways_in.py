@@ -6,7 +6,7 @@ import json
 
 import optuna
 
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, cli_main, run_cli
 
 
 def test_a_plain_kernel_is_tuned_and_an_untunable_one_says_why_it_stopped(tmp_path):
@@ -70,11 +70,11 @@ def test_a_task_no_template_serves_starts_from_the_inductor_seed(tmp_path):
     assert len(seed.space["XBLOCK"]) > 1 and "class ModelNew" in (out / "seeds" / "level1_20_LeakyReLU.py").read_text()
 
 
-def test_a_task_with_no_way_in_stops_at_set_up_in_one_line(tmp_path):
+def test_a_task_with_no_way_in_stops_at_set_up_in_one_line(tmp_path, capsys):
     reason = "Inductor calls convolution from a vendor library for this task"
     out = _with_capture(tmp_path, json.dumps({"no_seed": reason}))
-    proc = run_cli("run", "--task", "L1/20", "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter",
-                   "--out", str(out), timeout=300)
+    proc = cli_main(capsys, "run", "--task", "L1/20", "--set", "batch_size=4", "--set", "dim=1000", "--backend",
+                    "interpreter", "--out", str(out))
     assert proc.returncode == 2, proc.stderr[-2000:]
     line = proc.stderr.strip()
     assert "\n" not in line and reason in line and "--seed-kernel" in line and "Traceback" not in line

@@ -14,7 +14,7 @@ from evoforge.ablation_stats import aggregate, read_summary, t_quantile
 from evoforge.config import CampaignConfig
 from evoforge.core import UsageError
 from evoforge.report import write_report
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tests.experiments.conftest import make_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -151,9 +151,9 @@ def test_unknown_or_reserved_keys_name_the_file_and_key(tmp_path: Path, edit: tu
     assert str(path) in message and key in message and "\n" not in message
 
 
-def test_ablate_cli_rejects_a_bad_file_in_one_line(tmp_path: Path) -> None:
+def test_ablate_cli_rejects_a_bad_file_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, ABLATION.replace("[ablation]", "[ablation]\nrepeats = 3"))
-    done = run_cli("ablate", str(path), "--out", str(tmp_path / "out"))
+    done = cli_main(capsys, "ablate", str(path), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and "ablation.repeats" in done.stderr
     assert done.stderr.strip().count("\n") == 0
 

@@ -17,7 +17,7 @@ import pytest
 
 from evoforge.dashboard import annotate
 from evoforge.report import open_run
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, cli_main
 from tests.experiments.conftest import TASK, make_run
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -125,8 +125,8 @@ def test_notes_describe_each_study_and_keep_a_users_edit(tmp_path: Path) -> None
     assert get_note(run.studies[TASK]) == "my own findings"
 
 
-def test_bad_run_dir_is_one_line(tmp_path: Path) -> None:
-    done = run_cli("dashboard", str(tmp_path / "nope"), "--port", str(_free_port()))
+def test_bad_run_dir_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    done = cli_main(capsys, "dashboard", str(tmp_path / "nope"), "--port", str(_free_port()))
     assert done.returncode == 2 and "nope" in done.stderr and done.stderr.strip().count("\n") == 0
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from evoforge.core import UsageError
 from evoforge.report import lineage, open_run, write_report
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tests.experiments.conftest import OTHER, TASK, make_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -107,11 +107,11 @@ def test_bad_run_dir_is_one_line(tmp_path: Path) -> None:
         write_report(tmp_path / "empty")
 
 
-def test_report_cli(run_dir: Path, tmp_path: Path) -> None:
-    done = run_cli("report", str(run_dir))
+def test_report_cli(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    done = cli_main(capsys, "report", str(run_dir))
     assert done.returncode == 0, done.stderr
     assert str(run_dir / "report" / "index.html") in done.stdout
-    bad = run_cli("report", str(tmp_path / "nowhere"))
+    bad = cli_main(capsys, "report", str(tmp_path / "nowhere"))
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "nowhere" in bad.stderr
 

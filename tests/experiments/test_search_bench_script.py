@@ -45,3 +45,36 @@ def test_only_refuses_an_earlier_run_of_another_size_naming_the_file_and_the_fix
         bench._kept_rows(tmp_path, ["default"], 200)
     with pytest.raises(SystemExit, match="run without --only"):
         bench._kept_rows(tmp_path / "missing", ["default"], 200)
+
+
+def test_new_scores_every_strategy_on_the_added_landscapes_and_nothing_already_measured(bench) -> None:
+    measured = {"matmul_bf16_4096.json"}
+    assert not any(bench.wanted("matmul_bf16_4096.json", s, measured, only=[], new=True) for s, _, _ in bench.STRATEGIES)
+    assert all(bench.wanted("matmul_fp32_split_4096.json", s, measured, only=[], new=True) for s, _, _ in bench.STRATEGIES)
+    assert bench.wanted("matmul_bf16_4096.json", "default", measured, only=["default"], new=False)
+    assert not bench.wanted("matmul_bf16_4096.json", "random", measured, only=["default"], new=False)
+
+
+def test_new_adds_a_landscape_and_keeps_every_earlier_row_even_those_not_named(bench, tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    """Landscapes recorded one at a time are scored one call at a time; the table keeps the rows measured before."""
+    tiny = tmp_path / "tiny.json"
+    tiny.write_text(json.dumps({"gpu": "NVIDIA H200", "dtype": "torch.float16", "space": {"B": [1, 2], "ACC": ["fp32", "fp16"]},
+                                "rows": [{"B": 1, "ACC": "fp32", "ms": 1.0, "status": "ok"},
+                                         {"B": 2, "ACC": "fp32", "ms": 0.5, "status": "ok"},
+                                         {"B": 1, "ACC": "fp16", "ms": 0.4, "status": "incorrect"},
+                                         {"B": 2, "ACC": "fp16", "ms": 0.3, "status": "incorrect"}]}))
+    out = tmp_path / "out"
+    out.mkdir()
+    earlier = {"meta": {"repeats": 1, "commit": "aaa1111", "date": "2026-11-30 19:16 UTC"},
+               "kinds": {"a.json": "recorded (NVIDIA H200)"}, "results": [_row("default"), _row("random")]}
+    (out / "search_bench.json").write_text(json.dumps(earlier))
+    monkeypatch.setattr(sys, "argv", ["search_bench.py", "--new", "--repeats", "1", "--workers", "1",
+                                      "--out", str(out), str(tiny)])
+    assert bench.main() == 0
+    rows = json.loads((out / "search_bench.json").read_text())["results"]
+    assert [(r["landscape"], r["strategy"]) for r in rows[:2]] == [("a.json", "default"), ("a.json", "random")]
+    added = [(r["strategy"], r["batch"], bool(r.get("kb"))) for r in rows if r["landscape"] == "tiny.json"]
+    assert added == bench.STRATEGIES  # every strategy, the knowledge base's row too (ACC fp16 is unsafe)
+    table = (out / "search_bench.md").read_text()
+    assert "| a.json | recorded (NVIDIA H200) |" in table and "| tiny.json | recorded (NVIDIA H200) |" in table

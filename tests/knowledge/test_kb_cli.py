@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from evoforge.knowledge.cli import add_subparser
 
 from evoforge.core import UsageError
+from tests.conftest import cli_main
 from tests.knowledge.kernels import MATMUL, VECTOR_ADD, with_launch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,9 +89,8 @@ def test_show_and_rules(capsys: pytest.CaptureFixture[str]) -> None:
     assert "intel-grf-mode" in out and "shared-memory-budget" not in out
 
 
-def test_the_main_cli_dispatches_kb(tmp_path: Path) -> None:
+def test_the_main_cli_dispatches_kb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, with_launch(VECTOR_ADD, 'num_warps=PARAMS["num_warps"]', "num_warps=3"))
-    proc = subprocess.run([sys.executable, "-m", "evoforge.cli", "kb", "lint", path, "--arch", "nvidia-sm90",
-                           "--json"], capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ})
+    proc = cli_main(capsys, "kb", "lint", str(path), "--arch", "nvidia-sm90", "--json")
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1])["violations"][0]["rule"] == "num-warps-legal"

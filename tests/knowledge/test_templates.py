@@ -81,29 +81,23 @@ INDEX = yaml.safe_load((TEMPLATES / "index.yaml").read_text())["templates"]
 CASES = [
     pytest.param(file_name, task, params, id=f"{Path(file_name).stem}-{task.split('/')[-1]}-p{i}")
     for file_name, entry in INDEX.items()
+    if entry.get("language", "triton") == "triton"  # CuTe runs on CUDA only: tests/backends/test_cute.py
     for task in entry["tasks"]
     for i, params in enumerate(entry.get("test_params") or [{}])
 ]
 
 
-@pytest.fixture(scope="module")
-def evaluator():
-    """One sandboxed evaluation process for the whole module (a fresh process per candidate would triple the time)."""
-    from evoforge.backends.chain import ChainOptions
-    from evoforge.backends.evaluator import Evaluator
-
-    ev = Evaluator(backend="interpreter", options=ChainOptions(trials=2, timing=False), timeout_s=120,
-                   knowledge=False)
-    yield ev
-    ev.close()
-
-
 @pytest.mark.parametrize(("file_name", "task_name", "params"), CASES)
-def test_template_passes_the_chain(file_name, task_name, params, evaluator):
+def test_template_passes_the_chain(file_name, task_name, params, interpreter_evaluator):
+    """On the session's evaluation process (a process of its own would cost its start-up again), with this
+    module's options: two correctness trials, no timing, two minutes for the largest template."""
+    from evoforge.backends.options import ChainOptions
+
     entry = INDEX[file_name]
     task = Task.load(f"{task_name}.py", overrides=entry["set"], shapes=entry["shapes"])
     source = (TEMPLATES / file_name).read_text()
-    result = evaluator.evaluate(task, Candidate.from_source(source, task=task.name, params=params))
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name, params=params),
+                                            options=ChainOptions(trials=2, timing=False), timeout_s=120)
     assert result.ok, f"{file_name} on {task_name} with {params}: {result.status}: {result.message}"
 
 
@@ -126,7 +120,7 @@ def test_the_campaign_loader_finds_each_task_its_template():
 
     for file_name, entry in INDEX.items():
         for task_name in entry["tasks"]:
-            found = find_template_for(Task.load(f"{task_name}.py"))
+            found = find_template_for(Task.load(f"{task_name}.py"), entry.get("language", "triton"))
             assert found is not None and found.name == file_name, (task_name, found)
 
 
@@ -163,14 +157,32 @@ def _batchnorm_train_check(momentum) -> None:
     assert int(candidate.bn.num_batches_tracked) == int(reference.bn.num_batches_tracked) == 2
 
 
-@pytest.mark.parametrize("momentum", [0.1, None])
-def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum):
-    """The training path (batch stats, running-stat update), checked against nn.BatchNorm2d directly."""
-    code = ("from tests.knowledge.test_templates import _batchnorm_train_check; "
-            f"_batchnorm_train_check({momentum!r})")
+MOMENTA = (0.1, None)
+
+
+@pytest.fixture(scope="module")
+def batchnorm_train_checks() -> dict[str, str]:
+    """Every momentum's check, in one fresh interpreter-mode process (one start-up of torch and Triton, not one
+    per momentum): momentum -> "ok" or the failure it raised."""
+    code = ("import traceback\n"
+            "from tests.knowledge.test_templates import MOMENTA, _batchnorm_train_check\n"
+            "for m in MOMENTA:\n"
+            "    try:\n"
+            "        _batchnorm_train_check(m)\n"
+            "        print(f'RESULT {m!r} ok', flush=True)\n"
+            "    except Exception:\n"
+            "        print(f'RESULT {m!r} ' + traceback.format_exc().replace(chr(10), ' | '), flush=True)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[2], env={**os.environ, "TRITON_INTERPRET": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line.split(" ", 2)[1:] for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    return {key: outcome for key, outcome in lines}
+
+
+@pytest.mark.parametrize("momentum", MOMENTA)
+def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum, batchnorm_train_checks):
+    """The training path (batch stats, running-stat update), checked against nn.BatchNorm2d directly."""
+    assert batchnorm_train_checks.get(repr(momentum)) == "ok", batchnorm_train_checks.get(repr(momentum))
 
 
 @pytest.mark.parametrize("file_name", sorted(INDEX))

@@ -174,6 +174,8 @@ def test_fp32_dot_without_precision_is_advised_and_tf32x3_is_not() -> None:
     assert "fp32-dot-precision" in rules
     fixed = fp32.replace("tl.dot(a, b)", 'tl.dot(a, b, input_precision="tf32x3")')
     assert "fp32-dot-precision" not in {v.rule for v in knowledge.validate(Candidate.from_source(fixed), "nvidia-sm90")}
+    split = fp32.replace("tl.dot(a, b)", 'tl.dot(a, b, input_precision="bf16x3")')  # the judge admits it on fp32
+    assert "fp32-dot-precision" not in {v.rule for v in knowledge.validate(Candidate.from_source(split), "nvidia-sm90")}
 
 
 AUTOTUNED = '''

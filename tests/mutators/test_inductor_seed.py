@@ -64,3 +64,60 @@ def test_the_relu_seed_passes_the_chain_at_a_retuned_block(interpreter_evaluator
     seed = Candidate.from_source(source, task=relu_task.name, operator="inductor-seed")
     result = interpreter_evaluator.evaluate(relu_task, seed.with_params({"XBLOCK": 64, "num_warps": 2}))
     assert result.ok, result.message
+
+
+def test_a_seed_with_parameters_follows_the_chains_odd_init_sizes(interpreter_evaluator):
+    """nn.Linear(in_features, out_features) made from init inputs: the capture keeps the weight's sizes symbolic,
+    so the seed holds when the chain draws in_features=31. Captured with the weight static, the seed wrote
+    (32, 16) into its addmm and failed the odd shape with a RuntimeError."""
+    from evoforge.task import Task
+
+    source = seed_from_capture(_capture("level2_76_Gemm_Add_ReLU.cpu.json"), allow_ops=("addmm",))
+    assert "(32, 16)" not in source
+    task = Task.load("L2/76", overrides={"batch_size": 8, "in_features": 32, "out_features": 16, "bias_shape": [16]},
+                     allow_ops=["addmm"])
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
+                                                                        operator="inductor-seed"))
+    assert result.ok, result.message
+
+
+def test_launch_configs_are_read_from_a_precompiled_kernel():
+    """Loaded from Inductor's caches (or compiled in its parallel workers) a kernel has ``configs = None`` and its
+    configs on its compile results: the capture read None and failed with a TypeError on the GPU."""
+    from types import SimpleNamespace
+
+    import triton
+    from evoforge.mutators.inductor_seed import _kernel_configs
+
+    a, b = triton.Config({"XBLOCK": 128}, num_warps=4), triton.Config({"XBLOCK": 1024}, num_warps=8)
+    assert _kernel_configs(SimpleNamespace(configs=[a, b])) == [a, b]
+    precompiled = SimpleNamespace(configs=None, compile_results=[SimpleNamespace(config=a), SimpleNamespace(config=b)])
+    assert _kernel_configs(precompiled) == [a, b]
+    assert _kernel_configs(SimpleNamespace(configs=None, compile_results=[], launchers=[SimpleNamespace(config=b)])) == [b]
+
+
+def test_layernorm_seed_with_a_float_module_attribute_passes_the_chain(interpreter_evaluator):
+    """LayerNorm's eps made dynamo trace twice (the first graph took eps as an input and was given up); the
+    capture paired the code with the wrong graph count and refused the task. The code's own graph is kept."""
+    from evoforge.task import Task
+
+    capture = _capture("level1_40_LayerNorm.cpu.json")
+    assert "eps" not in " ".join(capture.graph_inputs)
+    source = seed_from_capture(capture)
+    task = Task.load("L1/40", overrides={"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8},
+                     shapes=[{"batch_size": 3}])
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
+                                                                        operator="inductor-seed"))
+    assert result.ok, result.message
+
+
+def test_plain_attributes_of_the_model_reach_the_seed(interpreter_evaluator):
+    """The reference keeps a float on the module (``self.multiplier``) that Inductor's code reads as an input;
+    the seed copied parameters, buffers and children only and raised AttributeError on the GPU."""
+    from evoforge.task import Task
+
+    source = seed_from_capture(_capture("level2_12_Gemm_Multiply_LeakyReLU.cpu.json"), allow_ops=("addmm",))
+    task = Task.load("L2/12", overrides={"batch_size": 8, "in_features": 32, "out_features": 16}, allow_ops=["addmm"])
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
+                                                                        operator="inductor-seed"))
+    assert result.ok, result.message

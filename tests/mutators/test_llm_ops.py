@@ -82,14 +82,14 @@ ADVICE = "Keep the epilogue in registers: store once."
 def fake_knowledge(analysis: list[str] | None = None) -> types.SimpleNamespace:
     """A stand-in for ``evoforge.knowledge`` with the functions the prompt builder reads, and known answers."""
     return types.SimpleNamespace(
-        hard_rule_prompt=lambda arch, triton_version=None: f"- {RULE} ({arch})",
+        hard_rule_prompt=lambda arch, triton_version=None, language="triton": f"- {RULE} ({arch})",
         hardware_summary=lambda arch: HARDWARE,
         stages=lambda: [
             Stage("fusion", "Fuse kernels.", (FUSION_GUIDE,), (("unfused", "unfused_epilogue"),)),
             Stage("memory_access", "Coalesce.", ("Vectorize loads.",), ()),
         ],
         analyze=lambda source, arch=None: list(analysis or []),
-        rules=lambda arch=None, stage=None, triton_version=None: [
+        rules=lambda arch=None, stage=None, triton_version=None, language="triton": [
             types.SimpleNamespace(id="fuse-advice", hard=False, prompt=ADVICE, stage="fusion"),
             types.SimpleNamespace(id="fuse-hard", hard=True, prompt="told in the system prompt", stage="fusion"),
         ] if stage == "fusion" else [],

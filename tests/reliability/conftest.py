@@ -102,3 +102,23 @@ def children_of(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 out.append(int(entry))
     return out
+
+
+# Small bounds, so that each adversarial candidate meets its bound in about a second.
+BOUNDS_ENV = {"EVOFORGE_MAX_PROCESSES": "12", "EVOFORGE_MAX_DISK_BYTES": str(48 << 20), "EVOFORGE_MAX_FILES": "1500",
+              "EVOFORGE_MAX_FILE_BYTES": str(16 << 20), "EVOFORGE_TMP_BYTES": str(32 << 20),
+              "EVOFORGE_MAX_OPEN_FILES": "200"}
+
+
+@pytest.fixture(scope="session")
+def bounded_evaluator(tmp_path_factory):
+    """One evaluator (contained where bwrap is installed) with small resource bounds, for every adversarial candidate
+    of tests/fixtures/containment; it hides ``run_dir`` as a campaign hides its own."""
+    from evoforge.backends.evaluator import Evaluator
+
+    run_dir = tmp_path_factory.mktemp("run")
+    kwargs = evaluator_kwargs(timeout_s=60)
+    kwargs["child_env"] = {**kwargs["child_env"], **BOUNDS_ENV}
+    evaluator = Evaluator(**kwargs, hide_paths=[str(run_dir)])
+    yield evaluator, run_dir
+    evaluator.close()

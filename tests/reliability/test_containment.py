@@ -10,81 +10,172 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
-from evoforge.backends.evaluator import Evaluator
 
 from evoforge.core import Candidate, EvalStatus
 from tests.conftest import FIXTURES, REPO
-from tests.reliability.conftest import evaluator_kwargs, good
+from tests.reliability.conftest import good
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+CONTAINED = shutil.which("bwrap") is not None
+needs_bwrap = pytest.mark.skipif(not CONTAINED, reason="bubblewrap (bwrap) is not installed")
 
 SECRET = "sk-evoforge-containment-test-0042"
+ADVERSARIAL = FIXTURES / "containment"
+
+
+def adversary(name: str, **params: object) -> Candidate:
+    return Candidate.from_source((ADVERSARIAL / f"{name}.py").read_text(), params=params)
 
 
 @pytest.fixture(scope="module")
-def probe_report(tmp_path_factory):
+def task():
     from evoforge.task import Task
 
-    run_dir = tmp_path_factory.mktemp("run")
+    return Task.load("L1/19", overrides={"batch_size": 4, "dim": 1000},
+                     allow=["introspection", "network", "processes"])
+
+
+@pytest.fixture(scope="module")
+def probe_report(bounded_evaluator, task, tmp_path_factory):
+    evaluator, run_dir = bounded_evaluator
     (run_dir / "optuna.db").write_text("the record")
+    (run_dir / "cache").mkdir(exist_ok=True)
+    (run_dir / "cache" / "entry.json").write_text("another candidate's result")
     sibling = tmp_path_factory.mktemp("other-evaluator") / "candidate.py"
     sibling.write_text("another candidate's source")
+    # Another judge's candidate, where a second evaluator on this machine keeps it.
+    other_judge = Path(tempfile.mkdtemp(prefix="evoforge-sandbox-")) / "evoforge-eval-x" / "backend-0" / "candidate-y"
+    other_judge.mkdir(parents=True)
+    (other_judge / "candidate.py").write_text("another judge's candidate")
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     threading.Thread(target=lambda: server.accept(), daemon=True).start()
     patch = pytest.MonkeyPatch()
     patch.setenv("OPENAI_API_KEY", SECRET)  # in the caller's environment, as a campaign with an LLM has it
-    task = Task.load("L1/19", overrides={"batch_size": 4, "dim": 1000},
-                     allow=["introspection", "network", "processes"])
-    evaluator = Evaluator(**{**evaluator_kwargs(timeout_s=120), "hide_paths": [str(run_dir)]})
     try:
+        assert evaluator.evaluate(task, good()).ok  # a candidate before the probe, in the same judge
         params = {"SECRET": SECRET, "RUN_DIR": str(run_dir), "SIBLING": str(sibling), "PORT": port,
-                  "REPO_FILE": str(REPO / "planted-by-candidate.txt")}
-        source = (FIXTURES / "containment" / "probe.py").read_text()
-        result = evaluator.evaluate(task, Candidate.from_source(source, params=params))
+                  "REPO_FILE": str(REPO / "planted-by-candidate.txt"),
+                  "OTHERS": [str(run_dir / "optuna.db"), str(run_dir / "cache" / "entry.json"),
+                             str(other_judge / "candidate.py")]}
+        result = evaluator.evaluate(task, adversary("probe", **params))
         after = evaluator.evaluate(task, good())
         containment = evaluator.containment
     finally:
-        evaluator.close()
         patch.undo()
         server.close()
+        shutil.rmtree(other_judge.parents[2], ignore_errors=True)
     assert result.status is EvalStatus.RUNTIME_ERROR, result.message
     seen = json.loads(result.message.rsplit("EBORP", 1)[0].rsplit("PROBE", 1)[1])
     return {"seen": seen, "after": after, "containment": containment, "run_dir": run_dir}
 
 
+@needs_bwrap
 def test_the_judge_says_its_candidates_are_contained(probe_report):
     assert probe_report["containment"]["mode"] == "bwrap", probe_report["containment"]
 
 
+@needs_bwrap
 def test_no_process_holding_the_key_is_in_sight(probe_report):
     seen = probe_report["seen"]
     assert seen["secret_in_environ"] == [] and not seen["secret_in_own_env"]
     assert max(seen["pids"]) < 100  # a PID namespace of its own: bwrap, the forkserver, the candidates
 
 
+@needs_bwrap
 def test_the_run_directory_and_other_candidates_are_out_of_sight(probe_report):
     seen = probe_report["seen"]
     assert seen["run_dir_listing"] == {"ok": True, "value": []}  # an empty directory stands in its place
     assert not seen["write_run_dir"]["ok"] and not (probe_report["run_dir"] / "planted.txt").exists()
     assert not seen["read_sibling"]["ok"]
+    # the record, the evaluation cache, another judge's candidate: none can be opened
+    assert seen["read_others"] == []
 
 
+def test_an_earlier_candidate_of_the_same_judge_left_nothing_to_read(probe_report):
+    assert probe_report["seen"]["previous_candidates"] == []
+
+
+@needs_bwrap
 def test_the_file_system_is_read_only_but_its_own_directory(probe_report):
     seen = probe_report["seen"]
     assert not seen["write_repo"]["ok"] and not (REPO / "planted-by-candidate.txt").exists()
     assert seen["write_own_dir"]["ok"]
 
 
+def test_the_candidate_holds_no_capability(probe_report):
+    """Run by root, a candidate with capabilities could remount the root read-write, unmount what hides a
+    folder, or read an undumpable process's memory: it has none, contained or not."""
+    seen = probe_report["seen"]
+    assert int(seen["capabilities"], 16) == 0
+    assert seen["remount_root"] != {"ok": True, "value": True}
+
+
+@needs_bwrap
+def test_no_disk_of_the_host_in_its_dev(probe_report):
+    assert probe_report["seen"]["block_devices"] == {"ok": True, "value": []}
+
+
+@needs_bwrap
 def test_no_network(probe_report):
     assert not probe_report["seen"]["connect"]["ok"]
 
 
 def test_the_campaign_goes_on(probe_report):
     assert probe_report["after"].status is EvalStatus.OK, probe_report["after"].message
+
+
+def _refused_then_next_ok(evaluator, task, candidate):
+    result = evaluator.evaluate(task, candidate)
+    after = evaluator.evaluate(task, good())
+    assert after.status is EvalStatus.OK, f"after: {after.message[:300]}"
+    assert result.speedup is None and result.runtime_ms is None
+    return result
+
+
+def test_a_fork_bomb_is_stopped_and_the_next_candidate_evaluates(bounded_evaluator, task):
+    evaluator, _ = bounded_evaluator
+    result = _refused_then_next_ok(evaluator, task, adversary("fork_bomb", MODE="linear"))
+    assert result.status is EvalStatus.REJECTED, result.message[:500]
+    assert "processes and threads at once, over its bound of 12" in result.message
+
+
+@pytest.mark.parametrize("mode, words", [("spread", "MiB into its directory, over its bound of 48 MiB"),
+                                         ("many", "files in its directory, over its bound of 1500")])
+def test_filling_its_own_directory_is_stopped(bounded_evaluator, task, mode, words):
+    evaluator, _ = bounded_evaluator
+    result = _refused_then_next_ok(evaluator, task, adversary("fill", MODE=mode))
+    assert result.status is EvalStatus.REJECTED, result.message[:500]
+    assert words in result.message
+    home = Path(evaluator.sandbox._home.name)
+    left = [str(f) for f in home.rglob("*.fill")]
+    assert left == [], left[:3]  # its files went with it
+
+
+def test_one_huge_file_is_cut_at_its_bound(bounded_evaluator, task):
+    evaluator, _ = bounded_evaluator
+    result = _refused_then_next_ok(evaluator, task, adversary("fill", MODE="big"))
+    assert result.status is EvalStatus.RUNTIME_ERROR and "File too large" in result.message, result.message[:500]
+
+
+@needs_bwrap
+def test_filling_the_private_tmp_stops_at_its_size_and_fills_nothing_outside(bounded_evaluator, task):
+    evaluator, _ = bounded_evaluator
+    before = shutil.disk_usage(tempfile.gettempdir()).free
+    result = _refused_then_next_ok(evaluator, task, adversary("fill", WHERE="/tmp", MODE="spread"))
+    assert result.status is EvalStatus.RUNTIME_ERROR, result.message[:500]
+    assert "No space left on device" in result.message
+    assert before - shutil.disk_usage(tempfile.gettempdir()).free < 16 << 20  # the host's /tmp was not filled
+
+
+def test_open_files_are_bounded(bounded_evaluator, task):
+    evaluator, _ = bounded_evaluator
+    result = _refused_then_next_ok(evaluator, task, adversary("open_files"))
+    assert result.status is EvalStatus.RUNTIME_ERROR and "Too many open files" in result.message, result.message
 
 
 def test_a_python_installed_under_tmp_stays_visible(tmp_path, monkeypatch):
@@ -98,3 +189,22 @@ def test_a_python_installed_under_tmp_stays_visible(tmp_path, monkeypatch):
     args = containment.bwrap_arguments(writable=[str(tmp_path / "judge")], hidden=[], network=False)
     binds = {(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--ro-bind"}
     assert str(venv).startswith("/tmp/") and (str(venv), str(venv)) in binds
+
+
+def test_a_gpu_judge_says_in_one_line_that_its_candidates_run_uncontained(tmp_path, monkeypatch):
+    """On the H200, bwrap's namespaces broke the CUDA IPC the judge's input arena travels by: every contained
+    GPU candidate crashed while loading (measured: experiments/results/isolation/containment_gpu_h200.md). With
+    GPU device nodes present and no interpreter, ``auto`` does not contain, and says why in one line."""
+    from evoforge.backends import containment
+
+    monkeypatch.setenv("EVOFORGE_CONTAINMENT", "auto")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    decided = containment.contain(directory=tmp_path / "c", writable=[str(tmp_path)], hide=[],
+                                  devices=["/dev/nvidia0"])
+    assert decided.mode == "none" and decided.executable is None
+    assert "\n" not in decided.why and "CUDA IPC" in decided.why and "uncontained" in decided.why
+    # Without GPU nodes (the interpreter's arena is a file) candidates stay contained.
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if containment.bwrap_executable():
+        decided = containment.contain(directory=tmp_path / "c", writable=[str(tmp_path)], hide=[], devices=[])
+        assert decided.mode == "bwrap"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 import ray
-from evoforge.search.pool import EvalPool, init_ray
+from evoforge.search.pool import EvalPool, PoolShare, init_ray
 
 from evoforge.core import EvalStatus
 from tests.reliability.conftest import candidate, evaluator_kwargs, good, wait_for_file, wait_gone
@@ -76,8 +76,11 @@ def test_pool_timeout_kills_an_unresponsive_actor_and_replaces_it(relu_small, lo
     kwargs["timeout_s"] = 600  # the sandbox inside would wait long; the pool gives up first
     pool = EvalPool(size=1, evaluator_kwargs=kwargs, timeout_s=60, grace_s=60)
     try:
-        pool.submit("warm-up", relu_small, good())  # the evaluation process is started and warm
-        assert _wait_results(pool)[0][2].ok
+        # The evaluation process is started and warm. Options sent with an evaluation are its own (a pool lent to
+        # several campaigns serves each with its own): this one is timed, though the pool's options say no timing.
+        pool.submit("warm-up", relu_small, good(), {**kwargs["options"], "timing": True, "timing_budget_ms": 20.0})
+        warm = _wait_results(pool)[0][2]
+        assert warm.ok and warm.runtime_ms is not None, warm.message
         pool.timeout_s, pool.grace_s = 2, 1
         pidfile = tmp_path / "pids"
         pool.submit("stuck", relu_small, candidate("orphan_hang", PIDFILE=str(pidfile)))
@@ -178,3 +181,29 @@ def test_a_device_held_past_the_turn_limit_is_a_timeout_that_says_so(relu_small)
             result = sandbox.evaluate(relu_small, good(), {"trials": 1, "timing": False})
     assert result.status is EvalStatus.TIMEOUT
     assert "waited 3 s for the device's turn" in result.message
+
+
+def test_a_pool_share_starts_one_pool_per_set_up_and_lends_it_again(local_ray, tmp_path):
+    """An ablation's campaigns borrow their pool: the second campaign of a set-up gets the first one's actors
+    (started once), another set-up or a folder to hide outside the share's gets a pool of its own, and a pool
+    given back with evaluations in flight is shut down rather than lent on."""
+    share = PoolShare(hide_paths=[str(tmp_path)])
+    try:
+        kwargs = {**_pool_kwargs(), "hide_paths": [str(tmp_path / "runs" / "a")]}
+        first = share.lend(size=1, evaluator_kwargs=kwargs, timeout_s=60)
+        actor_pid = ray.get(first.slots[0].actor.pid.remote(), timeout=120)
+        share.give_back(first)
+        again = share.lend(size=1, evaluator_kwargs={**kwargs, "hide_paths": [str(tmp_path / "runs" / "b")]},
+                           timeout_s=60)
+        assert again is first and ray.get(again.slots[0].actor.pid.remote(), timeout=60) == actor_pid
+        assert again.evaluator_kwargs["hide_paths"] == [str(tmp_path)]  # every run's directory, hidden
+        assert share.lend(size=1, evaluator_kwargs=kwargs, timeout_s=30) is not first
+        outside = {**kwargs, "hide_paths": [str(tmp_path.parent / "elsewhere")]}
+        assert share.lend(size=1, evaluator_kwargs=outside, timeout_s=60) is not first
+
+        again.slots[0].busy = again.slots[0].actor.pid.remote()  # stopped with an evaluation in flight
+        share.give_back(again)
+        assert share.lend(size=1, evaluator_kwargs=kwargs, timeout_s=60) is not again
+        assert wait_gone([actor_pid], timeout_s=30) == []
+    finally:
+        share.shutdown()

@@ -51,3 +51,24 @@ def test_a_bad_landscape_path_is_a_usage_error_naming_it(tmp_path) -> None:
         _cli(["search-bench", str(tmp_path / "missing.json"), "--budget-evals", "5", "--repeats", "1"])
     with pytest.raises(UsageError, match="--strategy nope"):
         search_bench(SOFTMAX, budget=5, repeats=1, strategy="nope")
+
+
+@pytest.mark.parametrize("strategy", ["default", "random"])
+def test_a_landscape_recorded_in_part_spends_the_budget_on_recorded_configs_only(strategy: str) -> None:
+    """A recording cut short holds a sample of its space: a config it lacks was never measured, so a search is
+    neither charged for it nor told it failed (the default would read a failure as a resource limit)."""
+    from evoforge.backends.replay import Landscape
+    from evoforge.search.bench import run_search
+    from evoforge.search.strategies import get_strategy
+
+    full = Landscape.load(MATMUL)
+    best = min(full.ok_rows(), key=lambda r: r["ms"])
+    rows = tuple(r for i, r in enumerate(full.rows) if i % 3 == 0 or r is best)  # about a third, best kept
+    sample = Landscape(path="sample.json", kernel=full.kernel, gpu=full.gpu, arch=full.arch, space=full.space,
+                       rows=rows, baseline_ms=full.baseline_ms)
+    assert not sample.complete and full.complete
+    strat = get_strategy(strategy, seed=3, initial=[sample.seed_candidate()])
+    history = run_search(sample, strat, budget=25, seed=3)
+    assert len(history) == 25
+    assert all(sample.holds(c.params) for c, _ in history)
+    assert not any(r.status == "invalid" for _, r in history)

@@ -117,22 +117,37 @@ def test_the_knowledge_base_names_unsafe_values_by_task_dtype_and_the_search_nev
 
 def test_the_knowledge_base_calls_unsafe_exactly_the_fp32_dot_precisions_the_judge_rejects() -> None:
     """The rules and the chain's comparator must agree: a precision the judge admits (a 3-pass split) named unsafe
-    is a fast, correct choice the search never tries. Each precision is emulated on fp32 inputs (TF32: 11
-    significant bits; bf16x3: hi*hi + hi*lo + lo*hi of bf16 parts) and judged as backends/chain.py judges it."""
+    is a fast, correct choice the search never tries, and one the judge rejects offered to a mutator is a wasted
+    evaluation. Each precision Triton offers is emulated on fp32 inputs (TF32: 11 significant bits; bf16x3:
+    hi*hi + hi*lo + lo*hi of bf16 parts; tf32x3 the same of TF32 parts; bf16x6 the six products of three bf16
+    parts) and judged as backends/chain.py judges it."""
     import torch
     from evoforge.backends import compare
 
     gen = torch.Generator().manual_seed(0)
     a, b = torch.randn(128, 2048, generator=gen), torch.randn(2048, 128, generator=gen)
 
-    def bf16_split(x):
-        hi = x.bfloat16().float()
-        return hi.double(), (x - hi).bfloat16().double()
+    def parts(x, n, cut):
+        out, rest = [], x
+        for _ in range(n):
+            part = cut(rest)
+            out.append(part.double())
+            rest = rest - part
+        return out
 
-    (ah, al), (bh, bl) = bf16_split(a), bf16_split(b)
-    ta, tb = compare.round_significand([a, b], 11)
-    outputs = {"ieee": a @ b, "tf32": (ta.double() @ tb.double()).float(),
-               "bf16x3": (ah @ bh + ah @ bl + al @ bh).float()}
+    def bf16(x):
+        return x.bfloat16().float()
+
+    def tf32(x):
+        return compare.round_significand(x, 11)
+
+    def split(cut, n, terms):
+        pa, pb = parts(a, n, cut), parts(b, n, cut)
+        return sum(pa[i] @ pb[j] for i, j in terms).float()
+
+    three = [(0, 0), (0, 1), (1, 0)]
+    outputs = {"ieee": a @ b, "tf32": split(tf32, 1, [(0, 0)]), "bf16x3": split(bf16, 2, three),
+               "tf32x3": split(tf32, 2, three), "bf16x6": split(bf16, 3, [*three, (1, 1), (0, 2), (2, 0)])}
     rounded = compare.round_significand([a, b])
     rejected = {name for name, out in outputs.items() if not compare.compare_outputs(
         out, a @ b, reference64=lambda: a.double() @ b.double(),
@@ -140,8 +155,12 @@ def test_the_knowledge_base_calls_unsafe_exactly_the_fp32_dot_precisions_the_jud
     assert rejected == {"tf32"}
     space = {"INPUT_PRECISION": list(outputs)}
     assert knowledge.unsafe_values(space, "float32") == [{"INPUT_PRECISION": v} for v in sorted(rejected)]
-    split = {"SPLIT": ["bf16x3", "none"], "PRECISION": list(outputs)}
-    assert knowledge.unsafe_values(split, "float32") == [{"SPLIT": "none", "PRECISION": v} for v in sorted(rejected)]
+    split_space = {"SPLIT": ["bf16x3", "none"], "PRECISION": list(outputs)}
+    assert knowledge.unsafe_values(split_space, "float32") == [
+        {"SPLIT": "none", "PRECISION": v} for v in sorted(rejected)]
+    for arch in ("nvidia-sm90", "intel-xe2"):  # what a mutator offers an fp32 task: every precision the judge admits
+        assert set(knowledge.allowed_input_precisions(arch, "float32")) == set(outputs) - rejected
+        assert set(knowledge.allowed_input_precisions(arch, "float32", fp32_tolerance="loose")) == set(outputs)
 
 
 def test_checkpoints_read_one_search_at_several_budgets() -> None:

@@ -46,3 +46,27 @@ def test_the_tuner_stops_proposing_configs_that_cannot_fit() -> None:
     best = tuner.best()
     assert best is not None and sum(best[0]) == 5  # on the boundary: the fastest configs that fit
     assert failures <= 4  # of the 10 configs that do not fit
+
+
+def test_a_walk_stuck_at_a_local_optimum_four_steps_from_the_best_escapes() -> None:
+    """Two basins: the walk starts in the worse one (1.05), whose two-step neighbourhood holds nothing faster; the
+    best (1.0) is four steps away, past configs slower than the local optimum. Once most of the local optimum's
+    neighbourhood has run without gain, the walk goes on from the next best configs, past its own reach."""
+
+    space = ParamSpace.from_dict({f"P{d}": [1, 2, 3, 4, 5, 6] for d in range(4)})
+    trap, best = (1, 1, 1, 1), (3, 3, 1, 1)
+
+    def ms(idx: tuple[int, ...]) -> float:
+        return min(1.05 + 0.1 * sum(abs(i - j) for i, j in zip(idx, trap, strict=True)),
+                   1.0 + 0.03 * sum(abs(i - j) for i, j in zip(idx, best, strict=True)))
+
+    def finds_best(seed: int, **options: int) -> bool:
+        tuner = StructureTuner(space=space, seed=seed, sampler="random", n_start=1, explore_every=0, **options)
+        tuner.tell(trap, ms(trap))
+        for _ in range(59):
+            idx = tuner.ask()
+            tuner.tell(idx, ms(idx))
+        return tuner.best()[1] == 1.0
+
+    assert sum(finds_best(seed) for seed in range(10)) >= 7  # measured 9 of 10
+    assert sum(finds_best(seed, patience=0) for seed in range(10)) <= 2  # no escape: 0 of 10

@@ -1,0 +1,370 @@
+"""Coverage of KernelBench by the ways in that need no LLM: which tasks get a correct seed from torch.compile's
+Triton (``inductor-seed``), under which compute rule, and how fast each seed is against eager and torch.compile.
+
+Seeds only, no search. For every task of the levels asked (or ``--tasks``):
+
+1. In parallel worker processes (``--workers``; compiling is CPU work): torch.compile (default mode) of the
+   reference, run once so that Inductor's caches hold it, then ``inductor_seed.capture`` (its own settings:
+   symbolic sizes) written as JSON.
+2. The capture converted under both rules: ``strict`` (all of the reference's compute in the seed's kernels, the
+   chain's default) and ``vendor`` (the GEMMs and convolutions Inductor keeps in cuBLAS/cuDNN allowed: the task's
+   ``allow_ops`` are set to exactly the ops the seed calls). Where the rules give the same seed it is one row.
+3. One after another in this process, nothing else on the GPU: each seed through the verification chain (the
+   campaign's evaluator, cuda backend, 3 correctness runs), and, where correct, the seed, eager and torch.compile
+   timed together: 0.5 s of the three in turn, then mirrored do_bench medians (warm-up 25 ms, 100 ms each, L2
+   flushed; the suite's balanced_bench with shorter windows, so that 200 tasks fit a session's device time).
+   The chain gives the verdict only (its own timing is off: the times are these).
+
+Rows go to ``OUT/coverage.jsonl`` as each task finishes (a call cut by its time limit keeps them; a re-run skips
+the tasks already there), and ``--summarize`` writes ``OUT/coverage.md`` from every jsonl given.
+
+    python3 -P experiments/benchmarks/kernelbench_coverage.py --levels 1 2 --shard 0/3 --out $OUT     # GPU
+    python3 experiments/benchmarks/kernelbench_coverage.py --summarize experiments/results/kernelbench/*.jsonl \\
+        --out experiments/results/kernelbench
+    python3 experiments/benchmarks/kernelbench_coverage.py --smoke --out /tmp/cov                      # CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import importlib.util
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+#: --smoke: two small tasks on the CPU (capture under the stand-in driver, the interpreter evaluates).
+SMOKE = {"L1/19": {"batch_size": 4, "dim": 256}, "L2/76": {"batch_size": 8, "in_features": 32, "out_features": 16, "bias_shape": [16]}}
+
+
+def _suite() -> Any:
+    """h200_suite's timing helpers (balanced_bench, time_reference, time_best), loaded by path."""
+    spec = importlib.util.spec_from_file_location("h200_suite", REPO / "experiments" / "benchmarks" / "h200_suite.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def warm_one(task_path: str, out: str, overrides: dict[str, Any]) -> None:
+    """Worker: torch.compile (default mode) of the reference, run once, so that Inductor's caches hold what the
+    timing compiles later. A process of its own: capture's settings (symbolic sizes) must not meet this one."""
+    import torch
+
+    from evoforge.task import exec_module_file
+
+    row: dict[str, Any] = {}
+    module = exec_module_file(task_path, "evoforge_cov_task", overrides)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs()).to("cuda")
+    torch.manual_seed(1)
+    inputs = [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            torch.compile(model)(*inputs)
+        row["torch_compile_s"] = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001  (recorded: torch.compile itself fails on this task)
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        row["torch_compile_error"] = f"{type(e).__name__}: {first}"
+    Path(out).write_text(json.dumps(row))
+
+
+def capture_one(task_path: str, device: str, out: str, overrides: dict[str, Any]) -> None:
+    """Worker: ``inductor_seed.capture`` of the task, its seconds, or the reason there is no seed."""
+    from evoforge.mutators.inductor_seed import NoInductorSeed, capture
+
+    row: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    try:
+        row.update(json.loads(capture(task_path, overrides=overrides, device=device).to_json()))
+    except NoInductorSeed as e:
+        row["no_seed"] = str(e)
+    row["capture_s"] = time.perf_counter() - t0
+    Path(out).write_text(json.dumps(row))
+
+
+def _capture_all(tasks: list[tuple[str, str, dict]], device: str, folder: Path, workers: int,
+                 timeout_s: float) -> dict[str, dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def one(item: tuple[str, str, dict]) -> tuple[str, dict]:
+        name, path, overrides = item
+        stem = folder / name.replace("/", "_")
+        out, warm = stem.with_suffix(".json"), stem.with_suffix(".warm.json")
+        row: dict[str, Any] = {}
+        if device == "cuda":
+            if not warm.exists():
+                _worker(["--warm-one", path, str(warm), json.dumps(overrides)], warm, timeout_s, "torch.compile")
+            if warm.exists():
+                row.update(json.loads(warm.read_text()))
+        if not out.exists():
+            failed = _worker(["--capture-one", path, device, str(out), json.dumps(overrides)], out, timeout_s,
+                             "capture")
+            if failed:
+                return name, {**row, "no_seed": failed}
+        return name, {**row, **json.loads(out.read_text())}
+
+    with ThreadPoolExecutor(workers) as pool:
+        return dict(pool.map(one, tasks))
+
+
+def _worker(argv: list[str], out: Path, timeout_s: float, what: str) -> str:
+    """Run this script as a worker; "" when it wrote ``out``, else the reason (its last stderr line, with the
+    traceback kept beside ``out`` as .log)."""
+    try:
+        proc = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"{what} did not finish within {timeout_s:g} s"
+    if proc.returncode != 0 or not out.exists():
+        out.with_suffix(".log").write_text(proc.stderr[-20000:])
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return f"{what} process failed ({tail})"
+    return ""
+
+
+def convert(data: dict) -> dict[str, Any]:
+    """The capture under both rules: {rule: (source, allow_ops) or reason}."""
+    from evoforge.mutators.inductor_seed import EXTERN_OPS, InductorCapture, NoInductorSeed, seed_from_capture
+
+    if "no_seed" in data:
+        return {"strict": data["no_seed"], "vendor": data["no_seed"]}
+    fields = {k: v for k, v in data.items() if k in InductorCapture.__dataclass_fields__}
+    cap = InductorCapture(**fields)
+    out: dict[str, Any] = {}
+    try:
+        out["strict"] = (seed_from_capture(cap), ())
+    except NoInductorSeed as e:
+        out["strict"] = str(e)
+        m = re.search(r"allow_ops = (\[[^\]]*\])", str(e))
+        ops = tuple(json.loads(m.group(1))) if m else ()
+        if not ops:
+            out["vendor"] = str(e)
+            return out
+        try:
+            out["vendor"] = (seed_from_capture(cap, allow_ops=ops), ops)
+        except NoInductorSeed as e2:
+            out["vendor"] = str(e2)
+        return out
+    out["vendor"] = "same as strict"  # no vendor call: the rules do not differ
+    assert set(EXTERN_OPS)  # the ops a vendor seed may name come from this table
+    return out
+
+
+def evaluate(rows_path: Path, name: str, spec: str, overrides: dict, data: dict, evaluator: Any, suite: Any,
+             device: str) -> list[dict]:
+    import torch
+    from evoforge.mutators.inductor_seed import INDUCTOR_SEED
+
+    from evoforge.core import Candidate
+    from evoforge.task import Task
+
+    rows = []
+    base = {"task": name, "spec": spec, "capture_s": data.get("capture_s"),
+            "torch_compile_s": data.get("torch_compile_s"), "torch_compile_error": data.get("torch_compile_error")}
+    for rule, made in convert(data).items():
+        row = dict(base, rule=rule)
+        if isinstance(made, str):
+            if made == "same as strict":
+                continue
+            row.update(status="no_seed", message=made)
+            rows.append(row)
+            continue
+        source, ops = made
+        task = Task.load(spec, overrides=overrides or None, allow_ops=list(ops))
+        cand = Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED)
+        row.update(allow_ops=list(ops), space=len(cand.space))
+        t0 = time.perf_counter()
+        result = evaluator.evaluate(task, cand)
+        row.update(status=str(result.status), message=result.message[:300], chain_s=time.perf_counter() - t0,
+                   chain_speedup=result.speedup)
+        if result.ok and device == "cuda" and "torch_compile_error" not in data:
+            try:
+                ref = suite.time_reference(task)
+                fns = {"eager": ref["eager"], "compile": ref["compile"],
+                       "seed": suite.time_best(task, source, cand.params)}
+                with torch.no_grad():
+                    times = _bench_together(fns)
+                row.update(eager_ms=times["eager"], compile_ms=times["compile"], seed_ms=times["seed"],
+                           vs_eager=times["eager"] / times["seed"], vs_compile=times["compile"] / times["seed"])
+            except Exception as e:  # noqa: BLE001  (a timing failure is recorded, the run goes on)
+                row["timing_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            finally:
+                torch.cuda.empty_cache()
+        rows.append(row)
+    with rows_path.open("a") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return rows
+
+
+def _bench_together(fns: dict[str, Any]) -> dict[str, float]:
+    """Half a second of every function in turn, then each timed in order and in reverse (mirrored do_bench
+    medians): the board's state is the same for all (experiments/results/h200/gemm_clocks.md)."""
+    import torch
+    import triton.testing
+    from evoforge.backends.base import mirrored_times, warm_in_turn
+
+    warm_in_turn(fns, seconds=0.5, sync=torch.cuda.synchronize)
+    return mirrored_times(fns, lambda f: float(triton.testing.do_bench(f, warmup=25, rep=100,
+                                                                        return_mode="median")))
+
+
+def task_list(levels: list[int], only: list[str] | None) -> list[str]:
+    from evoforge.task import default_kernelbench_dir
+
+    if only:
+        return only
+    specs = []
+    for level in levels:
+        numbers = sorted(int(p.name.split("_")[0]) for p in (default_kernelbench_dir() / f"level{level}").glob("*.py"))
+        specs += [f"L{level}/{n}" for n in numbers]
+    return specs
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+    from evoforge.backends.chain import ChainOptions
+    from evoforge.backends.evaluator import Evaluator
+
+    from evoforge.task import Task
+
+    device = "cpu" if args.smoke else "cuda"
+    specs = list(SMOKE) if args.smoke else task_list(args.levels, args.tasks)
+    k, n = (int(x) for x in args.shard.split("/"))
+    specs = specs[k::n]
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows_path = args.out / "coverage.jsonl"
+    done = {json.loads(line)["spec"] for line in rows_path.read_text().splitlines()} if rows_path.exists() else set()
+    todo = []
+    for spec in specs:
+        if spec in done:
+            continue
+        overrides = SMOKE.get(spec, {}) if args.smoke else {}
+        task = Task.load(spec, overrides=overrides or None)
+        todo.append((spec, task.path, overrides, task.name))
+    t0 = time.perf_counter()
+    captures = _capture_all([(s, p, o) for s, p, o, _ in todo], device, args.out / "captures", args.workers,
+                            args.capture_timeout)
+    print(f"captured {len(captures)} tasks in {time.perf_counter() - t0:.0f} s", flush=True)
+    suite = _suite()
+    backend = "interpreter" if args.smoke else "cuda"
+    evaluator = Evaluator(backend=backend, arch=None if args.smoke else "nvidia-sm90",
+                          options=ChainOptions(trials=1 if args.smoke else 3, timing=False), timeout_s=180)
+    try:
+        for spec, _, overrides, name in todo:
+            if args.deadline and time.perf_counter() - t0 > args.deadline:
+                print(f"stopped by --deadline {args.deadline:g} s before {spec}", flush=True)
+                break
+            for row in evaluate(rows_path, name, spec, overrides, captures[spec], evaluator, suite, device):
+                print(json.dumps({k: row.get(k) for k in ("spec", "rule", "status", "vs_eager", "vs_compile")}),
+                      flush=True)
+    finally:
+        evaluator.close()
+    meta = {"date": datetime.date.today().isoformat(), "torch": torch.__version__,
+            "triton": __import__("triton").__version__,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (CPU smoke)",
+            "driver": suite._driver() if device == "cuda" else "", "commit": _commit(),
+            "script": "experiments/benchmarks/kernelbench_coverage.py", "shard": args.shard}
+    (args.out / f"meta_{k}of{n}.json").write_text(json.dumps(meta, indent=1))
+
+
+def _commit() -> str:
+    if os.environ.get("EVOFORGE_COMMIT"):  # a copy of the tree whose git state is not the code's (a device call)
+        return os.environ["EVOFORGE_COMMIT"]
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return os.environ.get("EVOFORGE_COMMIT", "")
+
+
+def _geo(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def _fmt(row: dict, key: str) -> str:
+    return f"{row[key]:.4g}" if isinstance(row.get(key), float) else ""
+
+
+def summarize(paths: list[Path], out: Path) -> str:
+    rows = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
+    tasks = sorted({r["spec"] for r in rows}, key=lambda s: (s.split("/")[0], int(s.split("/")[1])))
+    lines = ["# KernelBench coverage: seeds from torch.compile, no LLM, no search", "",
+             f"Rows: {len(rows)} from {', '.join(str(p) for p in paths)}; tasks: {len(tasks)}.", ""]
+    for level in ("L1", "L2"):
+        mine = [t for t in tasks if t.startswith(level + "/")]
+        if not mine:
+            continue
+        by = {(r["spec"], r["rule"]): r for r in rows}
+        strict_ok = [t for t in mine if by.get((t, "strict"), {}).get("status") == "ok"]
+        either_ok = [t for t in mine if strict_ok.count(t) or by.get((t, "vendor"), {}).get("status") == "ok"]
+        lines += [f"## {level}: {len(mine)} tasks", "",
+                  f"- correct seed under the strict rule: {len(strict_ok)}",
+                  f"- correct seed with vendor GEMM/conv allowed (strict where it has one): {len(either_ok)}"]
+        for rule in ("strict", "vendor"):
+            ok = [by[(t, rule)] for t in mine if by.get((t, rule), {}).get("status") == "ok" and "vs_eager" in by[(t, rule)]]
+            if ok:
+                lines.append(f"- {rule}: geomean seed speedup over eager {_geo([r['vs_eager'] for r in ok]):.3f}x, "
+                             f"over torch.compile {_geo([r['vs_compile'] for r in ok]):.3f}x ({len(ok)} timed); "
+                             f"fast_1 vs eager {sum(r['vs_eager'] > 1 for r in ok)}, "
+                             f"vs torch.compile {sum(r['vs_compile'] > 1 for r in ok)}")
+        reasons: dict[str, int] = {}
+        for t in mine:
+            r = by.get((t, "strict"))
+            if r and r["status"] != "ok":
+                key = r["status"] + ": " + re.sub(r"\d+", "N", (r.get("message") or "")[:90])
+                reasons[key] = reasons.get(key, 0) + 1
+        lines += ["", "Strict-rule failures by status and message (numbers elided):", ""]
+        lines += [f"- {n} x {k}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+        lines.append("")
+    lines += ["## Every row", "", "| task | rule | status | seed ms | eager ms | compile ms | vs eager | vs compile | message |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(rows, key=lambda r: (r["spec"].split("/")[0], int(r["spec"].split("/")[1]), r["rule"])):
+        f = functools.partial(_fmt, r)
+        lines.append(f"| {r['task']} | {r['rule']} | {r['status']} | {f('seed_ms')} | {f('eager_ms')} | "
+                     f"{f('compile_ms')} | {f('vs_eager')} | {f('vs_compile')} | "
+                     f"{(r.get('message') or r.get('timing_error') or '')[:120].replace('|', '/')} |")
+    text = "\n".join(lines) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "coverage.md").write_text(text)
+    return text
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--capture-one":
+        capture_one(sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5]))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--warm-one":
+        warm_one(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--levels", type=int, nargs="*", default=[1, 2])
+    ap.add_argument("--tasks", nargs="*", help="task specs instead of whole levels (L1/19 ...)")
+    ap.add_argument("--shard", default="0/1", help="K/N: every Nth task from the Kth (split over device calls)")
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--capture-timeout", type=float, default=240.0)
+    ap.add_argument("--deadline", type=float, default=0.0, help="stop evaluating after this many seconds in all")
+    ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
+    ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/coverage.md from these jsonl files")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    if args.summarize is not None:
+        print(summarize(args.summarize, args.out))
+        return
+    if args.smoke:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""The coverage script's pure parts on committed captures: both compute rules from one capture, and the summary a
+reader gets (the GPU run itself is experiments/benchmarks/kernelbench_coverage.py on the H200)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from tests.conftest import FIXTURES
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("kernelbench_coverage",
+                                                  REPO / "experiments" / "benchmarks" / "kernelbench_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_capture_with_a_vendor_gemm_gives_a_vendor_seed_and_a_strict_reason():
+    cov = _script()
+    data = json.loads((FIXTURES / "inductor" / "level2_76_Gemm_Add_ReLU.cpu.json").read_text())
+    made = cov.convert({**data, "capture_s": 1.0, "torch_compile_s": 2.0})  # the script's extra keys are ignored
+    assert isinstance(made["strict"], str) and "addmm" in made["strict"]
+    source, ops = made["vendor"]
+    assert ops == ("addmm",) and "torch.addmm(" in source
+    relu = json.loads((FIXTURES / "inductor" / "level1_19_ReLU.cpu.json").read_text())
+    made = cov.convert(relu)
+    assert made["vendor"] == "same as strict" and made["strict"][1] == ()
+    assert cov.convert({"no_seed": "torch.compile failed"}) == {"strict": "torch.compile failed",
+                                                               "vendor": "torch.compile failed"}
+
+
+def test_the_summary_counts_each_rule_and_groups_the_reasons(tmp_path):
+    cov = _script()
+    rows = [
+        {"task": "level1/19_ReLU", "spec": "L1/19", "rule": "strict", "status": "ok", "vs_eager": 1.0,
+         "vs_compile": 0.5, "seed_ms": 2.0, "eager_ms": 2.0, "compile_ms": 1.0},
+        {"task": "level2/76_Gemm", "spec": "L2/76", "rule": "strict", "status": "no_seed",
+         "message": "Inductor calls mm from a vendor library"},
+        {"task": "level2/76_Gemm", "spec": "L2/76", "rule": "vendor", "status": "ok", "vs_eager": 2.0,
+         "vs_compile": 2.0, "seed_ms": 1.0, "eager_ms": 2.0, "compile_ms": 2.0},
+        {"task": "level2/12_Gemm", "spec": "L2/12", "rule": "strict", "status": "no_seed",
+         "message": "Inductor calls mm from a vendor library"},
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = cov.summarize([path], tmp_path)
+    assert (tmp_path / "coverage.md").read_text() == text
+    level2 = text.split("## L2")[1].split("## Every row")[0]
+    assert "correct seed under the strict rule: 0" in level2
+    assert "with vendor GEMM/conv allowed (strict where it has one): 1" in level2
+    assert "2 x no_seed: Inductor calls mm from a vendor library" in level2
+    assert "over torch.compile 0.500x" in text.split("## L1")[1]
