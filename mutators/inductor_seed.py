@@ -502,6 +502,20 @@ def _model_source(task_path: str) -> str:
     return ast.unparse(cls).replace("super(Model, self)", "super()")
 
 
+def _layer_norm_sized_by_weight(self: Any, x: Any) -> Any:
+    """nn.LayerNorm.forward with its normalized shape read off its weight rather than off ``normalized_shape``.
+
+    The two are equal; but dynamo takes a module's tuple of ints as a constant, so the kernels Inductor writes
+    for ``LayerNorm((features, dim1, dim2))`` carry the row length as a literal and the seed computes the wrong
+    function at the chain's odd init sizes (features 63). Read off the weight, whose sizes stay symbolic, the
+    row length is an argument. Without a weight (``elementwise_affine=False``) nothing symbolic holds the shape
+    and the literal stays: the chain then says so."""
+    import torch.nn.functional as F
+
+    shape = self.weight.shape if self.weight is not None else self.normalized_shape
+    return F.layer_norm(x, shape, self.weight, self.bias, self.eps)
+
+
 def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda") -> InductorCapture:
     """torch.compile the task's reference with Inductor and record what it made (see the module docstring).
 
@@ -549,6 +563,8 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         return gm.forward  # the seed is what Inductor wrote; running it is the chain's business
 
     GraphLowering.save_output_code = staticmethod(save)  # type: ignore[method-assign]
+    layer_norm_forward = torch.nn.LayerNorm.forward
+    torch.nn.LayerNorm.forward = _layer_norm_sized_by_weight  # type: ignore[method-assign]
     try:
         with torch.no_grad():
             out = torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
@@ -557,6 +573,7 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         raise NoInductorSeed(f"torch.compile failed on this task ({type(e).__name__}: {first})") from None
     finally:
         GraphLowering.save_output_code = original  # type: ignore[method-assign]
+        torch.nn.LayerNorm.forward = layer_norm_forward  # type: ignore[method-assign]
     if len(codes) != 1 or len(graphs) != 1:
         raise NoInductorSeed(f"torch.compile made {len(graphs)} graphs ({len(codes)} output codes) of this task where "
                              "the seed needs one")

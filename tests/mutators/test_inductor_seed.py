@@ -111,6 +111,23 @@ def test_layernorm_seed_with_a_float_module_attribute_passes_the_chain(interpret
     assert result.ok, result.message
 
 
+def test_layernorm_seed_holds_at_another_normalized_shape(interpreter_evaluator):
+    """LayerNorm((features, dim1, dim2)) takes its shape from init inputs; dynamo read ``normalized_shape`` as a
+    constant and the kernels carried the row length (256) as a literal, so at the chain's odd init sizes the seed
+    computed the wrong function (on the H200: incorrect at features 63). The capture now reads the shape off the
+    weight, whose sizes stay symbolic."""
+    from evoforge.task import Task
+
+    capture = _capture("level1_40_LayerNorm.cpu.json")
+    assert any("weight'].size()" in g for g in capture.graph_inputs), capture.graph_inputs
+    source = seed_from_capture(capture)
+    task = Task.load("L1/40", overrides={"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8},
+                     shapes=[{"features": 3, "dim2": 5}])
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
+                                                                        operator="inductor-seed"))
+    assert result.ok, result.message
+
+
 def test_plain_attributes_of_the_model_reach_the_seed(interpreter_evaluator):
     """The reference keeps a float on the module (``self.multiplier``) that Inductor's code reads as an input;
     the seed copied parameters, buffers and children only and raised AttributeError on the GPU."""
