@@ -13,12 +13,13 @@ import math
 import random
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from evoforge.backends.replay import Landscape
 from evoforge.search.base import Proposal, Strategy
+from evoforge.search.strategies.evolution import PARAMS
 from evoforge.search.strategy_spec import build_strategy, check_strategy
 
 from evoforge.core import Candidate, DeprecatedFlag, EvalResult, EvalStatus, UsageError
@@ -35,10 +36,47 @@ def child_of(proposal: Proposal) -> Candidate | None:
                               parents=tuple(p.id for p in proposal.parents))
 
 
-def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: int = 1,
-               seed: int = 0) -> list[tuple[Candidate, EvalResult]]:
+def legality(landscape: Landscape) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether the knowledge base's hard rules let a config of ``landscape`` be run, as a campaign with the
+    knowledge base on asks before it evaluates a parameter move (``Campaign._outside_legal_space``).
+
+    The rules read the recorded kernel's source where the file names a template of this checkout
+    (``knowledge/templates/...``), with the landscape's fixed params bound in; else only what the names say
+    (tiles x stages at the landscape's ``elem_bytes``, or its dtype's size). The Triton version is the recording's.
+    """
+    from evoforge import knowledge
+    from evoforge.knowledge.precision import dtype_bytes
+
+    kb_root = Path(knowledge.__file__).resolve().parent
+    kernel = Path(landscape.kernel)
+    path = kb_root / kernel.relative_to("knowledge") if kernel.parts[:1] == ("knowledge",) else None
+    source = path.read_text() if path is not None and path.is_file() else None
+    fixed = dict(landscape.meta.get("fixed_params") or {})
+    elem_bytes = landscape.meta.get("elem_bytes")
+    if source is None and not isinstance(elem_bytes, int):
+        dtype = str(landscape.meta.get("dtype", "")).removeprefix("torch.")
+        elem_bytes = dtype_bytes(dtype) if dtype else None
+    version = str(landscape.meta["triton"]) if landscape.meta.get("triton") else None
+    seen: dict[tuple[str, ...], bool] = {}
+
+    def legal(params: Mapping[str, Any]) -> bool:
+        key = tuple(json.dumps(params.get(k), default=str) for k in landscape.space)
+        if key not in seen:
+            seen[key] = knowledge.is_legal({**fixed, **params}, landscape.arch, source=source,
+                                           elem_bytes=None if source else elem_bytes, triton_version=version)[0]
+        return seen[key]
+
+    return legal
+
+
+def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: int = 1, seed: int = 0,
+               legal: Callable[[Mapping[str, Any]], bool] | None = None) -> list[tuple[Candidate, EvalResult]]:
     """Ask and tell until ``budget`` evaluations; with ``batch`` > 1, up to that many proposals are in flight and
     they finish in random order, as in an asynchronous evaluation pool.
+
+    With ``legal`` (``legality(landscape)``), a parameter move into a config the knowledge base forbids is what a
+    campaign with the knowledge base on makes of it: told to the strategy as ``invalid``, never evaluated, not
+    counted in the budget (at most ten times the budget of them, as in the campaign).
 
     On a landscape that holds only a sample of its space (a recording cut short), a proposal of a config the file
     lacks is dropped: it costs no evaluation and the strategy is told nothing (the answer is unknown, not a
@@ -48,7 +86,7 @@ def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: 
     order = random.Random(seed)
     inflight: list[Proposal] = []
     history: list[tuple[Candidate, EvalResult]] = []
-    dropped = 0
+    dropped = skipped = 0
     limit = math.prod(len(v) for v in landscape.space.values())  # every config dropped: nothing left to ask
     while len(history) < budget and dropped < limit:
         want = min(batch - len(inflight), budget - len(history) - len(inflight))
@@ -62,6 +100,12 @@ def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: 
             parent = proposal.parents[0] if proposal.parents else landscape.seed_candidate()
             child = parent.with_params({}, operator=proposal.operator)
             result = EvalResult.failure(EvalStatus.INVALID, f"replay cannot apply operator {proposal.operator!r}")
+        elif (legal is not None and proposal.operator == PARAMS and skipped < 10 * budget
+              and not legal(child.params)):
+            skipped += 1
+            strategy.tell(child, EvalResult.failure(EvalStatus.INVALID, "outside the legal space (knowledge base)",
+                                                    backend="replay", arch=landscape.arch))
+            continue
         elif not landscape.holds(child.params):
             dropped += 1
             continue
@@ -96,8 +140,9 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
                  kb: bool = False) -> dict[str, Any]:
     """Run ``strategy`` ``repeats`` times (seeds seed, seed+1, ...) and the baseline the same way.
 
-    ``kb``: the strategy is told the parameter values the knowledge base's rules call unsafe for the landscape's
-    dtype (``knowledge.unsafe_values``), as a campaign with the knowledge base on would tell it.
+    ``kb``: as a campaign with the knowledge base on: the strategy is told the parameter values the knowledge
+    base's rules call unsafe for the landscape's dtype (``knowledge.unsafe_values``), and every strategy's
+    (the baseline's too) parameter moves into configs its hard rules forbid are refused unevaluated (``legality``).
 
     Returns p_within_2pct and median_best_ratio (best found / exhaustive best, >= 1) for both; with
     ``checkpoints`` (budgets up to ``budget``), the same two figures after that many evaluations of each run
@@ -114,17 +159,21 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
     if any(not 1 <= b <= budget for b in checkpoints):
         raise UsageError(f"checkpoints {list(checkpoints)} must lie between 1 and the budget ({budget})")
     runs = [(strategy, "")] + ([(baseline, "random_")] if baseline else [])
+    legal = None
     if kb:
         from evoforge import knowledge
 
         unsafe = knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch)
         out.update(kb=True, unsafe=unsafe)
+        legal = legality(landscape)
+        out["illegal_configs"] = sum(not legal(landscape.params_of(r)) for r in landscape.rows)
     for spec, prefix in runs:
         options = {"unsafe": unsafe} if kb and not prefix else None
         ratios: dict[int, list[float]] = {b: [] for b in (budget, *checkpoints)}
         for r in range(repeats):
             strat = build_strategy(spec, seed=seed + r, initial=[landscape.seed_candidate()], options=options)
-            history = run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r)
+            history = run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r,
+                                 legal=legal)
             for b, ratio in best_ratios(history, best, list(ratios)).items():
                 ratios[b].append(ratio)
             if progress is not None:
@@ -182,8 +231,9 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the first repeat (default 0)")
     p.add_argument("--batch", type=int, default=1, help="proposals in flight, finishing in random order (default 1)")
     p.add_argument("--kb", action="store_true",
-                   help="tell the strategy the values the knowledge base calls unsafe for the landscape's dtype "
-                        "(the default strategy reads them)")
+                   help="as a campaign with the knowledge base on: tell the strategy the values the knowledge base "
+                        "calls unsafe for the landscape's dtype (the default strategy reads them), and refuse "
+                        "unevaluated every strategy's moves into configs its hard rules forbid")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(func=_main)
     return p
