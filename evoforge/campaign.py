@@ -548,7 +548,8 @@ class Campaign:
         rules = ", ".join(sorted({v.rule for v in violations if v.severity == "hard"}))
         state.illegal_skipped += 1
         state.strategy.tell(child, EvalResult.failure(EvalStatus.INVALID, f"outside the legal space ({rules})",
-                                                      backend=self.backend.name, arch=self.config.arch))
+                                                      backend=self.backend.name, arch=self.config.arch,
+                                                      details=knowledge.refusal(violations)))
         return True
 
     def _absorb(self, state: TaskState, candidate: Candidate, result: EvalResult, *, record: bool = True,

@@ -24,7 +24,7 @@ An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
 
 from evoforge.knowledge.cute_guide import cute_guide
 from evoforge.knowledge.hardware import arch_names, ceilings, hardware_summary, load_arch, resolve_arch
-from evoforge.knowledge.legality import is_legal, legal_configs, validate
+from evoforge.knowledge.legality import SIZE_BOUNDARY_RULES, is_legal, legal_configs, refusal, validate
 from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype, unsafe_values
 from evoforge.knowledge.rulebook import Rule, Severity, hard_rule_prompt, rules
 from evoforge.knowledge.seed_templates import (
@@ -53,6 +53,8 @@ __all__ = [
     "hardware_summary",
     "infer_task_dtype",
     "is_legal",
+    "refusal",
+    "SIZE_BOUNDARY_RULES",
     "legal_configs",
     "load_arch",
     "resolve_arch",

@@ -16,6 +16,19 @@ from evoforge.knowledge.validators import VALIDATORS, Check, Violation
 from evoforge.core import Candidate, source_language
 
 
+# Hard rules whose refusal is a size boundary: a config at least as large (tiles, stages) breaks them too, so a
+# search may learn the boundary from the configs they refuse. A refusal by any other rule (an accumulator past
+# the register file: more warps fix it; a warp count that is not a power of two) says nothing about size.
+SIZE_BOUNDARY_RULES = frozenset({"shared-memory-budget", "slm-budget"})
+
+
+def refusal(violations: list[Violation]) -> dict[str, Any]:
+    """What a refused config's result carries in ``details``: the hard rules it breaks, and whether every one of
+    them is a size boundary (``SIZE_BOUNDARY_RULES``), which the default strategy's tuner learns from."""
+    hard = sorted({v.rule for v in violations if v.severity == "hard"})
+    return {"refused_by": hard, "size_boundary": bool(hard) and set(hard) <= SIZE_BOUNDARY_RULES}
+
+
 def _rules_in_force(arch: str, triton_version: str | None, *, hard_only: bool,
                     language: str = "triton") -> list[Rule]:
     """The rules of the candidate's language. Versioned rules need a version: the one given, else the installed

@@ -351,6 +351,49 @@ def shared_memory_budget(check: Check) -> list[Finding]:
     return _dedupe(out)
 
 
+@validator("accumulator_registers")
+def accumulator_registers(check: Check) -> list[Finding]:
+    limit = check.fact("max_registers_per_thread")
+    if not limit:
+        return []
+    warp = check.fact("warp_size", 32)
+    out = []
+    for (bm, bn), warps, acc_bytes, line in _accumulators(check):
+        regs = bm * bn * acc_bytes // (4 * warp * warps)
+        if regs > limit:
+            out.append(Finding(
+                f"a {bm}x{bn} accumulator of {acc_bytes}-byte elements over {warps} warps takes {regs} registers per "
+                f"thread for the accumulator alone; {check.arch} gives a thread at most {limit}: it spills to local "
+                "memory (3.4-22x slower than the best config on the H200 GEMM recordings); use more warps or a "
+                "smaller BLOCK_M x BLOCK_N", line))
+    return _dedupe(out)
+
+
+def _accumulators(check: Check) -> list[tuple[tuple[int, int], int, int, int | None]]:
+    """(BLOCK_M, BLOCK_N), num_warps, accumulator element bytes and line of each kernel's tl.dot accumulation:
+    fp32 (4 bytes), or 2 where every live dot asks for an fp16/bf16 ``out_dtype``; without a source, from the
+    params' tile names, fp32."""
+    found = []
+    if check.model is None:
+        tiles = _param_tiles(check.params)
+        warps = check.params.get("num_warps", 4)
+        if tiles and isinstance(warps, int) and warps > 0:
+            found.append(((tiles[0], tiles[1]), warps, 4, None))
+        return found
+    for unit in check.units:
+        dots = _live_dots(check, unit)
+        if not dots:
+            continue
+        bm, bn = _tile(unit, check, "M"), _tile(unit, check, "N")
+        warps = unit.option("num_warps", 4)
+        if not all(isinstance(v, int) and v > 0 for v in (bm, bn, warps)):
+            continue
+        half = all("out_dtype" in d.keywords and dotted(d.keywords["out_dtype"]).split(".")[-1]
+                   in ("float16", "bfloat16") for d in dots)
+        found.append(((bm, bn), warps, 2 if half else 4, dots[0].line))
+    return found
+
+
 def _matmul_tiles(check: Check) -> list[tuple[tuple[int, int, int], int, int, bool, int | None, tuple[int, int], int]]:
     """(BLOCK_M, BLOCK_N, BLOCK_K), num_stages, element bytes, whether the dot is pipelined, line, how many
     distinct A and B tiles the pipelined dots read (a split-precision GEMM, hi*hi + hi*lo + lo*hi, reads two

@@ -36,9 +36,10 @@ def child_of(proposal: Proposal) -> Candidate | None:
                               parents=tuple(p.id for p in proposal.parents))
 
 
-def legality(landscape: Landscape) -> Callable[[Mapping[str, Any]], bool]:
-    """Whether the knowledge base's hard rules let a config of ``landscape`` be run, as a campaign with the
-    knowledge base on asks before it evaluates a parameter move (``Campaign._outside_legal_space``).
+def legality(landscape: Landscape) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:
+    """What the knowledge base's hard rules say of a config of ``landscape``, as a campaign with the knowledge
+    base on asks before it evaluates a parameter move (``Campaign._outside_legal_space``): None where it may run,
+    else the refusal's details (``knowledge.refusal``: the rules it breaks, whether they are a size boundary).
 
     The rules read the recorded kernel's source where the file names a template of this checkout
     (``knowledge/templates/...``), with the landscape's fixed params bound in; else only what the names say
@@ -57,26 +58,28 @@ def legality(landscape: Landscape) -> Callable[[Mapping[str, Any]], bool]:
         dtype = str(landscape.meta.get("dtype", "")).removeprefix("torch.")
         elem_bytes = dtype_bytes(dtype) if dtype else None
     version = str(landscape.meta["triton"]) if landscape.meta.get("triton") else None
-    seen: dict[tuple[str, ...], bool] = {}
+    seen: dict[tuple[str, ...], dict[str, Any] | None] = {}
 
-    def legal(params: Mapping[str, Any]) -> bool:
+    def refused(params: Mapping[str, Any]) -> dict[str, Any] | None:
         key = tuple(json.dumps(params.get(k), default=str) for k in landscape.space)
         if key not in seen:
-            seen[key] = knowledge.is_legal({**fixed, **params}, landscape.arch, source=source,
-                                           elem_bytes=None if source else elem_bytes, triton_version=version)[0]
+            ok, violations = knowledge.is_legal({**fixed, **params}, landscape.arch, source=source,
+                                                elem_bytes=None if source else elem_bytes, triton_version=version)
+            seen[key] = None if ok else knowledge.refusal(violations)
         return seen[key]
 
-    return legal
+    return refused
 
 
 def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: int = 1, seed: int = 0,
-               legal: Callable[[Mapping[str, Any]], bool] | None = None) -> list[tuple[Candidate, EvalResult]]:
+               refused: Callable[[Mapping[str, Any]], dict[str, Any] | None] | None = None,
+               ) -> list[tuple[Candidate, EvalResult]]:
     """Ask and tell until ``budget`` evaluations; with ``batch`` > 1, up to that many proposals are in flight and
     they finish in random order, as in an asynchronous evaluation pool.
 
-    With ``legal`` (``legality(landscape)``), a parameter move into a config the knowledge base forbids is what a
-    campaign with the knowledge base on makes of it: told to the strategy as ``invalid``, never evaluated, not
-    counted in the budget (at most ten times the budget of them, as in the campaign).
+    With ``refused`` (``legality(landscape)``), a parameter move into a config the knowledge base forbids is what a
+    campaign with the knowledge base on makes of it: told to the strategy as ``invalid`` with the refusal in its
+    details, never evaluated, not counted in the budget (at most ten times the budget of them, as in the campaign).
 
     On a landscape that holds only a sample of its space (a recording cut short), a proposal of a config the file
     lacks is dropped: it costs no evaluation and the strategy is told nothing (the answer is unknown, not a
@@ -100,11 +103,12 @@ def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: 
             parent = proposal.parents[0] if proposal.parents else landscape.seed_candidate()
             child = parent.with_params({}, operator=proposal.operator)
             result = EvalResult.failure(EvalStatus.INVALID, f"replay cannot apply operator {proposal.operator!r}")
-        elif (legal is not None and proposal.operator == PARAMS and skipped < 10 * budget
-              and not legal(child.params)):
+        elif (refused is not None and proposal.operator == PARAMS and skipped < 10 * budget
+              and (why := refused(child.params)) is not None):
             skipped += 1
-            strategy.tell(child, EvalResult.failure(EvalStatus.INVALID, "outside the legal space (knowledge base)",
-                                                    backend="replay", arch=landscape.arch))
+            strategy.tell(child, EvalResult.failure(
+                EvalStatus.INVALID, f"outside the legal space ({', '.join(why['refused_by'])})", backend="replay",
+                arch=landscape.arch, details=why))
             continue
         elif not landscape.holds(child.params):
             dropped += 1
@@ -159,21 +163,20 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
     if any(not 1 <= b <= budget for b in checkpoints):
         raise UsageError(f"checkpoints {list(checkpoints)} must lie between 1 and the budget ({budget})")
     runs = [(strategy, "")] + ([(baseline, "random_")] if baseline else [])
-    legal = None
+    refused = None
     if kb:
         from evoforge import knowledge
 
         unsafe = knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch)
         out.update(kb=True, unsafe=unsafe)
-        legal = legality(landscape)
-        out["illegal_configs"] = sum(not legal(landscape.params_of(r)) for r in landscape.rows)
+        refused = legality(landscape)
+        out["illegal_configs"] = sum(refused(landscape.params_of(r)) is not None for r in landscape.rows)
     for spec, prefix in runs:
         options = {"unsafe": unsafe} if kb and not prefix else None
         ratios: dict[int, list[float]] = {b: [] for b in (budget, *checkpoints)}
         for r in range(repeats):
             strat = build_strategy(spec, seed=seed + r, initial=[landscape.seed_candidate()], options=options)
-            history = run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r,
-                                 legal=legal)
+            history = run_search(landscape, strat, budget=budget, batch=batch, seed=seed + r, refused=refused)
             for b, ratio in best_ratios(history, best, list(ratios)).items():
                 ratios[b].append(ratio)
             if progress is not None:

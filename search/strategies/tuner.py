@@ -86,6 +86,7 @@ class StructureTuner:
         self.boundary_threshold = boundary_threshold
         self._rng = np.random.default_rng(seed + 7_919)
         self.results: dict[tuple[int, ...], float | None] = {}
+        self.refused: set[tuple[int, ...]] = set()
         self.pending: set[tuple[int, ...]] = set()
         self.local_moves = 0
         self._failure_model: FailureModel | None = None
@@ -144,10 +145,15 @@ class StructureTuner:
             self.pending.add(idx)
 
     def tell(self, idx: Sequence[int], runtime_ms: float | None, *, failure: FailureKind | None = None) -> None:
-        """``runtime_ms`` of a correct run; for a failure None, and its kind (a resource failure by default)."""
+        """``runtime_ms`` of a correct run; for a failure None, and its kind (a resource failure by default); a
+        config the knowledge base refused (``FailureKind.REFUSED``) is only marked as seen."""
         idx = tuple(idx)
         self.pending.discard(idx)
-        if idx in self.results:
+        if idx in self.results or idx in self.refused:
+            return
+        if failure is FailureKind.REFUSED:  # the knowledge base excluded it: never proposed again, nothing learned
+            self.refused.add(idx)
+            self.sampler.tell(idx, None, penalize=False)
             return
         before = self.best()
         self.results[idx] = runtime_ms

@@ -38,7 +38,7 @@ def test_lint_json_lists_hard_violations_and_exits_1(tmp_path: Path, capsys: pyt
     last = capsys.readouterr().out.strip().splitlines()[-1]
     verdict = json.loads(last)
     hard = {v["rule"] for v in verdict["violations"] if v["severity"] == "hard"}
-    assert hard == {"num-warps-legal", "shared-memory-budget"}
+    assert hard == {"num-warps-legal", "shared-memory-budget", "accumulator-registers"}
     assert verdict["ok"] is False
     assert all(set(v) == {"rule", "severity", "message", "line"} for v in verdict["violations"])
     assert all(isinstance(v["line"], int) for v in verdict["violations"])
