@@ -172,7 +172,8 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
         refused = legality(landscape)
         out["illegal_configs"] = sum(refused(landscape.params_of(r)) is not None for r in landscape.rows)
     for spec, prefix in runs:
-        options = {"unsafe": unsafe} if kb and not prefix else None
+        # only the default strategy reads unsafe values; every strategy gets the hard rules' refusals
+        options = {"unsafe": unsafe} if kb and not prefix and spec.split(":")[0] == "default" else None
         ratios: dict[int, list[float]] = {b: [] for b in (budget, *checkpoints)}
         for r in range(repeats):
             strat = build_strategy(spec, seed=seed + r, initial=[landscape.seed_candidate()], options=options)

@@ -1,6 +1,6 @@
 """Benchmark of the search strategies on tuning landscapes (CPU replay of recorded timings).
 
-    .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [--only default | --new] [LANDSCAPE.json ...]
+    .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [--only default | --new | --only-kb] [LANDSCAPE.json ...]
 
 Writes experiments/results/search/search_bench.{md,json}: for every registered strategy (and the Optuna samplers
 behind ``bayes``: TPE, CMA-ES), every landscape and batch size, the probability of finding a config within 2% of
@@ -33,13 +33,13 @@ BUDGET = 50
 CHECKPOINTS = (20, 30, 50)
 # (strategy, batch, told the knowledge base's unsafe values)
 STRATEGIES = [("default", 1, False), ("default", 4, False), ("default", 1, True), ("bayes", 1, False),
-              ("bayes:cmaes", 1, False), ("evolution", 1, False), ("random", 1, False)]
+              ("bayes:cmaes", 1, False), ("evolution", 1, False), ("random", 1, False), ("random", 1, True)]
 LABELS = {"default": "default (evoforge)", "bayes": "Optuna TPE (bayes)", "bayes:cmaes": "Optuna CMA-ES (bayes:cmaes)",
           "evolution": "evolution", "random": "random"}
 
 
 def label(res: dict) -> str:
-    return LABELS.get(res["strategy"], res["strategy"]) + (" + KB unsafe values" if res.get("kb") else "")
+    return LABELS.get(res["strategy"], res["strategy"]) + (" + knowledge base" if res.get("kb") else "")
 
 
 def default_landscapes() -> list[Path]:
@@ -69,13 +69,17 @@ def _kind(path: Path) -> str:
 
 
 def _has_unsafe(path: Path) -> bool:
-    """Whether the knowledge base names unsafe values in this landscape's space (else a KB row adds nothing)."""
+    """Whether the knowledge base says anything of this landscape's space (else a KB row adds nothing): unsafe
+    values for its dtype, or configs its hard rules refuse (``search.bench.legality``)."""
     from evoforge.backends.replay import Landscape
+    from evoforge.search.bench import legality
 
     from evoforge import knowledge
 
     landscape = Landscape.load(path)
-    return bool(knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch))
+    refused = legality(landscape)
+    return (bool(knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch))
+            or any(refused(landscape.params_of(r)) is not None for r in landscape.rows))
 
 
 def _versions() -> dict[str, str]:
@@ -114,12 +118,28 @@ def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
               "| --- | --- | --- | --- | --- | --- |"]
     for name, rows in by_landscape.items():
         default = next((r for r in rows if r["strategy"] == "default" and r["batch"] == 1 and not r.get("kb")), None)
-        rnd = next((r for r in rows if r["strategy"] == "random"), None)
+        rnd = next((r for r in rows if r["strategy"] == "random" and not r.get("kb")), None)
         if default is None or rnd is None:
             continue
         d, q = _p(default, 30), _p(rnd, 30)
         verdict = "yes" if d >= 0.8 and d >= 2 * q else ("no (2x random > 1)" if 2 * q > 1 else "no")
         lines.append(f"| {name} | {kinds[name]} | {default['configs']} | {d:.2f} | {q:.2f} | {verdict} |")
+    lines += ["", "## The bar as a campaign runs it: the knowledge base on", "",
+              "A campaign with the knowledge base on (the default) tells the strategy the values its rules call "
+              "unsafe for the dtype, and refuses unevaluated every parameter move into a config its hard rules forbid "
+              "(`Campaign._outside_legal_space`; here `search.bench.legality`): random search gets the same refusals.",
+              "",
+              "| landscape | kind | refused configs | default + KB P@30 | random + KB P@30 | >= 0.8 and >= 2x random |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for name, rows in by_landscape.items():
+        default = next((r for r in rows if r["strategy"] == "default" and r["batch"] == 1 and r.get("kb")), None)
+        rnd = next((r for r in rows if r["strategy"] == "random" and r.get("kb")), None)
+        if default is None or rnd is None:
+            continue
+        d, q = _p(default, 30), _p(rnd, 30)
+        verdict = "yes" if d >= 0.8 and d >= 2 * q else ("no (2x random > 1)" if 2 * q > 1 else "no")
+        lines.append(f"| {name} | {kinds[name]} | {default.get('illegal_configs', 0)} of {default['configs']} | "
+                     f"{d:.2f} | {q:.2f} | {verdict} |")
     lines += ["", "## Every strategy", "",
               "| landscape | strategy | batch | P@20 | P@30 | P@50 | median@30 |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -202,7 +222,13 @@ def main() -> int:
     ap.add_argument("--new", action="store_true",
                     help="score only the landscapes the earlier search_bench.json in --out lacks (every strategy) and "
                          "keep all its rows (each row says which commit measured it)")
+    ap.add_argument("--only-kb", action="store_true",
+                    help="re-run only the knowledge-base rows (default + KB, random + KB) on every landscape and keep "
+                         "every other row of the earlier search_bench.json in --out")
     args = ap.parse_args()
+    if args.only_kb and (args.only or args.new):
+        print("--only-kb: give it alone (it re-runs the knowledge-base rows and keeps every other)", file=sys.stderr)
+        return 2
     if args.only and args.new:
         print("--only and --new: choose one (--new re-runs nothing the earlier run measured)", file=sys.stderr)
         return 2
@@ -217,20 +243,23 @@ def main() -> int:
             return 2
     kinds = {p.name: _kind(p) for p in landscapes}
     kept, earlier = [], None
-    if args.only or args.new:
+    if args.only or args.new or args.only_kb:
         try:
             kept, earlier = _kept_rows(args.out, args.only, args.repeats)
+            if args.only_kb:
+                kept = [r for r in kept if not r.get("kb")]
         except SystemExit as exc:
             print(exc, file=sys.stderr)
             return 2
-        if args.new:  # every earlier row stays, named or not: landscapes can be added one call at a time
+        if args.new or args.only_kb:  # every earlier row stays: landscapes can be added one call at a time
             kinds = {**_earlier_kinds(args.out), **kinds}
         else:
             kept = [r for r in kept if r["landscape"] in kinds]
     measured = {r["landscape"] for r in kept}  # a landscape new since the earlier run gets every strategy
     commit = _commit()
     cells = [(str(p), s, b, kb, args.repeats, commit) for p in landscapes for s, b, kb in STRATEGIES
-             if (not kb or _has_unsafe(p)) and wanted(p.name, s, measured, only=args.only, new=args.new)]
+             if (not kb or _has_unsafe(p)) and (kb if args.only_kb else
+                                                wanted(p.name, s, measured, only=args.only, new=args.new))]
     with ProcessPoolExecutor(args.workers) as pool:
         fresh = list(pool.map(_cell, cells))
     names = list(dict.fromkeys([r["landscape"] for r in kept] + [p.name for p in landscapes]))
@@ -240,7 +269,7 @@ def main() -> int:
     meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "budget": BUDGET,
             "checkpoints": list(CHECKPOINTS), "repeats": args.repeats, "commit": commit, **_versions()}
     if earlier is not None:
-        meta["only"] = args.only or ["new landscapes"]
+        meta["only"] = args.only or (["knowledge-base rows"] if args.only_kb else ["new landscapes"])
         meta["kept_from"] = {**earlier.get("kept_from", {}), earlier["commit"]: earlier["date"]}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "search_bench.json").write_text(json.dumps({"meta": meta, "kinds": kinds, "results": results},

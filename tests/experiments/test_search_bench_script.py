@@ -75,6 +75,34 @@ def test_new_adds_a_landscape_and_keeps_every_earlier_row_even_those_not_named(b
     rows = json.loads((out / "search_bench.json").read_text())["results"]
     assert [(r["landscape"], r["strategy"]) for r in rows[:2]] == [("a.json", "default"), ("a.json", "random")]
     added = [(r["strategy"], r["batch"], bool(r.get("kb"))) for r in rows if r["landscape"] == "tiny.json"]
-    assert added == bench.STRATEGIES  # every strategy, the knowledge base's row too (ACC fp16 is unsafe)
+    assert added == bench.STRATEGIES  # every strategy, the knowledge base's rows too (ACC fp16 is unsafe)
     table = (out / "search_bench.md").read_text()
     assert "| a.json | recorded (NVIDIA H200) |" in table and "| tiny.json | recorded (NVIDIA H200) |" in table
+
+
+def test_only_kb_re_runs_the_knowledge_base_rows_and_keeps_every_other(bench, tmp_path: Path, monkeypatch) -> None:
+    """The knowledge base's rows (default and random, as a campaign with it on runs them) are re-measured alone;
+    the table shows them in their own bar, every other row kept with the commit that measured it."""
+    tiny = tmp_path / "tiny.json"
+    tiny.write_text(json.dumps({"gpu": "NVIDIA H200", "dtype": "torch.float16", "space": {"B": [1, 2], "ACC": ["fp32", "fp16"]},
+                                "rows": [{"B": 1, "ACC": "fp32", "ms": 1.0, "status": "ok"},
+                                         {"B": 2, "ACC": "fp32", "ms": 0.5, "status": "ok"},
+                                         {"B": 1, "ACC": "fp16", "ms": 0.4, "status": "incorrect"},
+                                         {"B": 2, "ACC": "fp16", "ms": 0.3, "status": "incorrect"}]}))
+    out = tmp_path / "out"
+    out.mkdir()
+    old_kb = _row("default", kb=True)
+    old_kb["landscape"] = "tiny.json"
+    earlier = {"meta": {"repeats": 1, "commit": "aaa1111", "date": "2026-11-30 19:16 UTC"},
+               "kinds": {"a.json": "recorded (NVIDIA H200)"}, "results": [_row("default"), _row("random"), old_kb]}
+    (out / "search_bench.json").write_text(json.dumps(earlier))
+    monkeypatch.setattr(sys, "argv", ["search_bench.py", "--only-kb", "--repeats", "1", "--workers", "1",
+                                      "--out", str(out), str(tiny)])
+    assert bench.main() == 0
+    rows = json.loads((out / "search_bench.json").read_text())["results"]
+    assert [(r["landscape"], r["strategy"], bool(r.get("kb")), r["commit"] == "aaa1111") for r in rows] == [
+        ("a.json", "default", False, True), ("a.json", "random", False, True),
+        ("tiny.json", "default", True, False), ("tiny.json", "random", True, False)]
+    table = (out / "search_bench.md").read_text()
+    assert "## The bar as a campaign runs it: the knowledge base on" in table
+    assert "| tiny.json | recorded (NVIDIA H200) | 0 of 4 |" in table

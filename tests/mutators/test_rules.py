@@ -91,9 +91,10 @@ def test_retune_moves_one_or_two_params_to_neighbours() -> None:
 
 
 def test_retune_never_steps_out_of_shared_memory() -> None:
-    """From 256x256x64 with 3 stages (192 KiB on sm90), a 4th stage alone (256 KiB) or BLOCK_K 128 alone cannot
-    fit; the operator only returns the moves that do."""
-    parent = matmul(BLOCK_M=256, BLOCK_N=256, BLOCK_K=64, num_stages=3)
+    """From 128x256x64 with 4 stages (192 KiB on sm90), a 5th stage alone (240 KiB), BLOCK_K 128 alone (384 KiB)
+    or BLOCK_M 256 alone (256 KiB) cannot fit; the operator only returns the moves that do (and whose accumulator
+    fits the registers: 4 warps would need 256 a thread)."""
+    parent = matmul(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_stages=4, num_warps=8)
     assert hard(parent, "nvidia-sm90") == []
     seen = set()
     for seed in range(40):
