@@ -369,6 +369,19 @@ def accumulator_registers(check: Check) -> list[Finding]:
     return _dedupe(out)
 
 
+def _accumulator_tile(check: Check, unit: Unit) -> tuple[int, int, int, list[DotCall]] | None:
+    """BLOCK_M, BLOCK_N and num_warps of ``unit``'s tl.dot accumulator, and its live dots; None without a live dot
+    or with a size the params do not settle."""
+    dots = _live_dots(check, unit)
+    if not dots:
+        return None
+    bm, bn = _tile(unit, check, "M"), _tile(unit, check, "N")
+    warps = unit.option("num_warps", 4)
+    if not all(isinstance(v, int) and v > 0 for v in (bm, bn, warps)):
+        return None
+    return bm, bn, warps, dots
+
+
 def _accumulators(check: Check) -> list[tuple[tuple[int, int], int, int, int | None]]:
     """(BLOCK_M, BLOCK_N), num_warps, accumulator element bytes and line of each kernel's tl.dot accumulation:
     fp32 (4 bytes), or 2 where every live dot asks for an fp16/bf16 ``out_dtype``; without a source, from the
@@ -381,13 +394,10 @@ def _accumulators(check: Check) -> list[tuple[tuple[int, int], int, int, int | N
             found.append(((tiles[0], tiles[1]), warps, 4, None))
         return found
     for unit in check.units:
-        dots = _live_dots(check, unit)
-        if not dots:
+        tile = _accumulator_tile(check, unit)
+        if tile is None:
             continue
-        bm, bn = _tile(unit, check, "M"), _tile(unit, check, "N")
-        warps = unit.option("num_warps", 4)
-        if not all(isinstance(v, int) and v > 0 for v in (bm, bn, warps)):
-            continue
+        bm, bn, warps, dots = tile
         half = all("out_dtype" in d.keywords and dotted(d.keywords["out_dtype"]).split(".")[-1]
                    in ("float16", "bfloat16") for d in dots)
         found.append(((bm, bn), warps, 2 if half else 4, dots[0].line))
@@ -534,13 +544,10 @@ def grf_pressure(check: Check) -> list[Finding]:
     reg_bytes = check.fact("grf_register_bytes", 64)
     out = []
     for unit in check.units:
-        dots = _live_dots(check, unit)
-        if not dots:
+        tile = _accumulator_tile(check, unit)
+        if tile is None:
             continue
-        bm, bn = _tile(unit, check, "M"), _tile(unit, check, "N")
-        warps = unit.option("num_warps", 4)
-        if not all(isinstance(v, int) and v > 0 for v in (bm, bn, warps)):
-            continue
+        bm, bn, warps, dots = tile
         mode = unit.option("grf_mode", "default")
         regs = 256 if mode == "auto" else _grf_registers(check, mode) or 128  # auto: the backend enlarges on spills
         per_thread = bm * bn * 4 // warps  # fp32 accumulator spread over the work-group's threads

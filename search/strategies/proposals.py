@@ -30,18 +30,16 @@ class FailureKind(enum.StrEnum):
     ``resource``: it did not fit or did not build (OutOfResources is a compile error; a hard rule's ``invalid``):
     a size boundary, crossed by growing tiles and stages. ``property``: it ran, and its values make it wrong or
     unusable (``incorrect``, ``rejected``, an impossible time, a crash or a hang): a choice such as a precision
-    or a fast path, not a size, so the configs next to it are no likelier to fail for being close.
+    or a fast path, not a size, so the configs next to it are no likelier to fail for being close. ``refused``: the
+    knowledge base refused it before it ran, for a reason that is not a size boundary (its accumulator past the
+    register file: more warps fix it); known in advance, so there is nothing to learn: taught as a resource
+    boundary it made the walk condemn the 8-warp configs next to a refused 4-warp one (matmul_bf16_4096 at 30
+    evaluations: 0.93 -> 0.62). A refusal by size rules only (shared memory) stays ``resource``.
     """
 
     RESOURCE = "resource"
     PROPERTY = "property"
     REFUSED = "refused"
-
-
-# ``refused``: the knowledge base refused the config before it ran, for a reason that is not a size boundary (its
-# accumulator past the register file: more warps fix it). Known in advance, so there is nothing to learn: taught as
-# a resource boundary it made the walk condemn the 8-warp configs next to a refused 4-warp one (matmul_bf16_4096 at
-# 30 evaluations: 0.93 -> 0.62). A refusal by size rules only (shared memory) stays ``resource``.
 
 
 _PROPERTY_STATUSES = frozenset({EvalStatus.INCORRECT, EvalStatus.REJECTED, EvalStatus.IMPLAUSIBLE, EvalStatus.CRASHED,

@@ -27,6 +27,17 @@ def _row(strategy: str, **extra) -> dict:
             "at": {str(n): {"p_within_2pct": 0.5, "median_best_ratio": 1.01} for n in (20, 30, 50)}, **extra}
 
 
+def _tiny_landscape(tmp_path: Path) -> Path:
+    """A four-config H200 landscape whose fast half (ACC fp16) is incorrect."""
+    tiny = tmp_path / "tiny.json"
+    tiny.write_text(json.dumps({"gpu": "NVIDIA H200", "dtype": "torch.float16", "space": {"B": [1, 2], "ACC": ["fp32", "fp16"]},
+                                "rows": [{"B": 1, "ACC": "fp32", "ms": 1.0, "status": "ok"},
+                                         {"B": 2, "ACC": "fp32", "ms": 0.5, "status": "ok"},
+                                         {"B": 1, "ACC": "fp16", "ms": 0.4, "status": "incorrect"},
+                                         {"B": 2, "ACC": "fp16", "ms": 0.3, "status": "incorrect"}]}))
+    return tiny
+
+
 def test_only_keeps_the_other_strategies_rows_with_the_commit_that_measured_them(bench, tmp_path: Path) -> None:
     earlier = {"meta": {"repeats": 200, "commit": "aaa1111", "date": "2026-11-30 19:16 UTC"},
                "results": [_row("default"), _row("random")]}
@@ -58,12 +69,7 @@ def test_new_scores_every_strategy_on_the_added_landscapes_and_nothing_already_m
 def test_new_adds_a_landscape_and_keeps_every_earlier_row_even_those_not_named(bench, tmp_path: Path,
                                                                                 monkeypatch) -> None:
     """Landscapes recorded one at a time are scored one call at a time; the table keeps the rows measured before."""
-    tiny = tmp_path / "tiny.json"
-    tiny.write_text(json.dumps({"gpu": "NVIDIA H200", "dtype": "torch.float16", "space": {"B": [1, 2], "ACC": ["fp32", "fp16"]},
-                                "rows": [{"B": 1, "ACC": "fp32", "ms": 1.0, "status": "ok"},
-                                         {"B": 2, "ACC": "fp32", "ms": 0.5, "status": "ok"},
-                                         {"B": 1, "ACC": "fp16", "ms": 0.4, "status": "incorrect"},
-                                         {"B": 2, "ACC": "fp16", "ms": 0.3, "status": "incorrect"}]}))
+    tiny = _tiny_landscape(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     earlier = {"meta": {"repeats": 1, "commit": "aaa1111", "date": "2026-11-30 19:16 UTC"},
@@ -83,12 +89,7 @@ def test_new_adds_a_landscape_and_keeps_every_earlier_row_even_those_not_named(b
 def test_only_kb_re_runs_the_knowledge_base_rows_and_keeps_every_other(bench, tmp_path: Path, monkeypatch) -> None:
     """The knowledge base's rows (default and random, as a campaign with it on runs them) are re-measured alone;
     the table shows them in their own bar, every other row kept with the commit that measured it."""
-    tiny = tmp_path / "tiny.json"
-    tiny.write_text(json.dumps({"gpu": "NVIDIA H200", "dtype": "torch.float16", "space": {"B": [1, 2], "ACC": ["fp32", "fp16"]},
-                                "rows": [{"B": 1, "ACC": "fp32", "ms": 1.0, "status": "ok"},
-                                         {"B": 2, "ACC": "fp32", "ms": 0.5, "status": "ok"},
-                                         {"B": 1, "ACC": "fp16", "ms": 0.4, "status": "incorrect"},
-                                         {"B": 2, "ACC": "fp16", "ms": 0.3, "status": "incorrect"}]}))
+    tiny = _tiny_landscape(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     old_kb = _row("default", kb=True)
