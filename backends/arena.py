@@ -8,6 +8,12 @@ JSON-able dicts, so nothing the candidate's process sends back is ever unpickled
 - CPU (the Triton interpreter): a file in the judge's private directory mapped shared (``torch.from_file``).
 - CUDA: one device allocation in a memory pool of its own, shared once per candidate process through torch's
   CUDA IPC (the same handles ``torch.multiprocessing`` uses), so its segment holds nothing but arena data.
+- Staged (``staged=True``; a contained GPU candidate, whose process cannot open a CUDA IPC handle from inside its
+  namespaces): each side keeps a private copy on its device, and the file of the CPU arena carries the bytes between
+  them, request by request. Before a request the judge writes what it has handed out (``to_host``); the candidate's
+  process copies it onto its device (``ArenaView.pull``), serves the request, and writes the same extent back
+  (``push``) before it replies; the judge reads it back (``from_host``). At every request boundary both sides hold
+  what one shared allocation would hold; neither ever maps the other's device memory.
 """
 
 from __future__ import annotations
@@ -41,12 +47,14 @@ def _span_elements(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
 class Arena:
     """A bump allocator over shared memory; ``reset`` between phases. Grows (a new mapping) when a phase needs more."""
 
-    def __init__(self, *, device: str, directory: Path, initial_bytes: int = 64 << 20) -> None:
+    def __init__(self, *, device: str, directory: Path, initial_bytes: int = 64 << 20, staged: bool = False) -> None:
         self.device = device
         self.directory = directory
+        self.staged = staged
         self.generation = 0
         self._pool: Any = None
         self._buffer: torch.Tensor | None = None
+        self._host: torch.Tensor | None = None  # staged: the file both sides copy through
         self._path: Path | None = None
         self._capacity = 0
         self._used = 0
@@ -64,7 +72,10 @@ class Arena:
         capacity = max(nbytes, 2 * self._capacity if self._capacity < (1 << 30) else nbytes + nbytes // 4, 1 << 20)
         capacity = (capacity + ALIGN_BYTES - 1) // ALIGN_BYTES * ALIGN_BYTES
         self.close()
-        if self.is_cuda:
+        if self.staged:
+            self._map_file(capacity)
+            self._buffer = torch.empty(capacity, dtype=torch.uint8, device=self.device)
+        elif self.is_cuda:
             pool_cls = getattr(torch.cuda, "MemPool", None)
             if pool_cls is not None:  # a segment of its own: an IPC handle exposes the whole segment
                 self._pool = pool_cls()
@@ -73,19 +84,39 @@ class Arena:
             else:
                 self._buffer = torch.empty(capacity, dtype=torch.uint8, device=self.device)
         else:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._path = self.directory / f"arena-{secrets.token_hex(8)}.bin"
-            self._buffer = torch.from_file(str(self._path), shared=True, size=capacity, dtype=torch.uint8)
+            self._buffer = self._map_file(capacity)
         self._capacity = capacity
         self._used = 0
         self.generation += 1
 
+    def _map_file(self, capacity: int) -> torch.Tensor:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._path = self.directory / f"arena-{secrets.token_hex(8)}.bin"
+        self._host = torch.from_file(str(self._path), shared=True, size=capacity, dtype=torch.uint8)
+        return self._host
+
     def handle(self) -> dict[str, Any]:
         """What the candidate's process needs to map the arena (sent over a pickling channel, judge to candidate)."""
         assert self._buffer is not None
-        if self.is_cuda:
+        if self.is_cuda and not self.staged:
             return {"generation": self.generation, "cuda": self._buffer, "device": self.device}
-        return {"generation": self.generation, "path": str(self._path), "size": self._capacity, "device": "cpu"}
+        return {"generation": self.generation, "path": str(self._path), "size": self._capacity,
+                "device": self.device, "staged": self.staged}
+
+    def to_host(self) -> int | None:
+        """Staged: what this side handed out, written to the file before a request; the extent in bytes (the
+        candidate's process copies as much), or None when nothing is staged."""
+        if not self.staged or self._buffer is None or self._host is None:
+            return None
+        if self._used:
+            self._host[:self._used].copy_(self._buffer[:self._used])
+        return self._used
+
+    def from_host(self, extent: int | None) -> None:
+        """Staged: what the candidate's process wrote back (outputs into receive buffers, any change to its inputs)
+        read after its reply."""
+        if extent and self._buffer is not None and self._host is not None:
+            self._buffer[:extent].copy_(self._host[:extent])
 
     def reset(self) -> None:
         self._used = 0
@@ -118,6 +149,7 @@ class Arena:
 
     def close(self) -> None:
         self._buffer = None
+        self._host = None
         self._pool = None
         if self._path is not None:
             try:
@@ -179,15 +211,36 @@ class ArenaView:
     def __init__(self) -> None:
         self.generation = -1
         self._buffer: torch.Tensor | None = None
+        self._host: torch.Tensor | None = None  # staged: the judge's file; ``_buffer`` is then this side's copy
 
     def attach(self, handle: dict[str, Any]) -> None:
         if handle["generation"] == self.generation:
             return
+        self._buffer = self._host = None  # the old mapping (and device copy) go before the new one is made
         if "cuda" in handle:
             self._buffer = handle["cuda"]
         else:
-            self._buffer = torch.from_file(handle["path"], shared=True, size=int(handle["size"]), dtype=torch.uint8)
+            mapped = torch.from_file(handle["path"], shared=True, size=int(handle["size"]), dtype=torch.uint8)
+            if handle.get("staged"):
+                self._host = mapped
+                self._buffer = torch.empty(int(handle["size"]), dtype=torch.uint8, device=handle["device"])
+            else:
+                self._buffer = mapped
         self.generation = handle["generation"]
+
+    def pull(self, extent: int | None) -> None:
+        """Staged: the judge's bytes onto this side's copy, before a request is served."""
+        if extent and self._host is not None and self._buffer is not None:
+            self._buffer[:extent].copy_(self._host[:extent])
+            if self._buffer.is_cuda:
+                torch.cuda.synchronize(self._buffer.device)
+
+    def push(self, extent: int | None) -> None:
+        """Staged: this side's copy back into the file, before the reply (a copy to host memory waits for it)."""
+        if extent and self._host is not None and self._buffer is not None:
+            if self._buffer.is_cuda:
+                torch.cuda.synchronize(self._buffer.device)
+            self._host[:extent].copy_(self._buffer[:extent])
 
     def tensor(self, desc: dict[str, Any]) -> torch.Tensor:
         assert self._buffer is not None, "arena not attached"

@@ -66,6 +66,20 @@ def _bare_context() -> Any:
     return _CONTEXT
 
 
+def staged_arena(device: str) -> bool:
+    """Whether the judge's arena is staged through a file (backends/arena.py) rather than shared: for a contained
+    GPU candidate, whose process cannot open a CUDA IPC handle from inside bubblewrap's namespaces (measured on the
+    H200: cudaErrorMapBufferObjectFailed). ``EVOFORGE_ARENA=staged|shared`` decides instead (a test runs the
+    staged protocol on the CPU)."""
+    forced = os.environ.get("EVOFORGE_ARENA", "")
+    if forced in ("staged", "shared"):
+        return forced == "staged"
+    if not device.startswith("cuda"):
+        return False
+    _bare_context()
+    return CONTAINMENT is not None and CONTAINMENT.mode == "bwrap"
+
+
 def _parent_imports() -> None:
     """What the judge's side needs before it starts a candidate's process: the process target (the runner; its
     import, torch._dynamo's, paid here) and the CUDA IPC reductions the arena handle travels by."""

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from evoforge.backends.arena import Arena, iter_tensors, nested_bytes, share
 from evoforge.backends.base import Backend, device_turn, interleaved_blocks
-from evoforge.backends.candidate_process import CandidateGone, CandidateProcess
+from evoforge.backends.candidate_process import CandidateGone, CandidateProcess, staged_arena
 from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.backends.guards import OpRecorder, compute_ops
 from evoforge.backends.options import ChainOptions  # noqa: F401  (its home is torch-free; the chain's name kept)
@@ -267,7 +267,8 @@ class VerificationChain:
     @property
     def arena(self) -> Arena:
         if self._arena is None:
-            self._arena = Arena(device=self.backend.device, directory=self.workdir / "arena")
+            self._arena = Arena(device=self.backend.device, directory=self.workdir / "arena",
+                                staged=staged_arena(self.backend.device))
         return self._arena
 
     def run(self, task: Task, candidate: Candidate) -> EvalResult:
@@ -302,6 +303,8 @@ class VerificationChain:
         d.update({k: v for k, v in base.items() if not d.get(k)})
         d["eval_s"] = time.perf_counter() - started
         d["details"] = {**d.get("details", {}), "phases_s": {k: round(v, 4) for k, v in self._phases.items()}}
+        if self._arena is not None and self._arena.staged:
+            d["details"]["arena"] = "staged"  # inputs and outputs crossed through a file, not shared device memory
         return EvalResult.from_dict(d)
 
     # ------------------------------------------------------------------------------ the candidate's process
@@ -336,7 +339,12 @@ class VerificationChain:
         if process.arena_generation != self.arena.generation:  # the arena grew since the process mapped it
             payload["arena"] = self.arena.handle()
             process.arena_generation = self.arena.generation
-        return self._judge(process.request(op, budget.left(), **payload), what=stage)
+        extent = self.arena.to_host()
+        if extent is not None:
+            payload["extent"] = extent
+        reply = process.request(op, budget.left(), **payload)
+        self.arena.from_host(extent)
+        return self._judge(reply, what=stage)
 
     @contextlib.contextmanager
     def _turn(self, budget: _Budget) -> Iterator[dict[str, float]]:

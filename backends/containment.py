@@ -134,14 +134,6 @@ def hidden_paths(extra: list[str]) -> list[str]:
     return sorted(set(out))
 
 
-#: Why a GPU judge does not contain its candidates yet (measured on the H200, 2026-11-30: a CUDA IPC handle the
-#: judge made could not be opened inside bwrap's namespaces, with or without the PID namespace and capabilities).
-GPU_IPC_WHY = ("candidates are not contained: inside bubblewrap's namespaces a GPU candidate cannot map the judge's "
-               "input arena (CUDA IPC fails: cudaErrorMapBufferObjectFailed), so on a GPU they run uncontained and "
-               "see the file system, the network and the processes of the user running evoforge "
-               "(EVOFORGE_CONTAINMENT=bwrap forces it, and every candidate then crashes; docs/isolation.md)")
-
-
 def contain(*, directory: Path, writable: list[str], hide: list[str], network: bool = False,
             devices: list[str] | None = None) -> Containment:
     """Decide how this judge's candidates run; write the wrapper into ``directory`` (the judge's own)."""
@@ -150,8 +142,6 @@ def contain(*, directory: Path, writable: list[str], hide: list[str], network: b
         return Containment("none", "candidates are not contained (EVOFORGE_CONTAINMENT=none): they see the file "
                            "system, the network and the processes of the user running evoforge")
     devices = gpu_devices() if devices is None else devices
-    if wanted == "auto" and devices and os.environ.get("TRITON_INTERPRET") != "1":
-        return Containment("none", GPU_IPC_WHY)
     bwrap = bwrap_executable()
     if bwrap is None:
         carried = os.environ.get("EVOFORGE_BWRAP")
@@ -181,7 +171,9 @@ def contain(*, directory: Path, writable: list[str], hide: list[str], network: b
     return Containment("bwrap", "candidates run in bubblewrap: their own PID namespace, no capabilities, "
                        + ("the network, " if network else "no network, ")
                        + f"the file system read-only but their own directory, a private /tmp of "
-                       f"{tmp_bytes() >> 20} MiB, {len(hidden)} credential or run path(s) out of sight",
+                       f"{tmp_bytes() >> 20} MiB, {len(hidden)} credential or run path(s) out of sight"
+                       + (f", {len(devices)} GPU device node(s) bound in (a GPU candidate's inputs and outputs are "
+                          "staged through a file: no CUDA IPC crosses the namespaces)" if devices else ""),
                        executable=str(wrapper), hidden=tuple(hidden))
 
 

@@ -40,7 +40,7 @@ _ENV_PREFIXES = ("PATH", "LANG", "LC_", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "LD_L
                  "TRITON_", "OMP_NUM_THREADS", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "ZE_", "ONEAPI_", "SYCL_",
                  "NEOReadDebugKeys", "HIP_", "ROCR_", "CC", "CXX", "EVOFORGE_KERNELBENCH", "EVOFORGE_CUTE_",
                  "EVOFORGE_CUTLASS_INCLUDE", "EVOFORGE_CONTAINMENT", "EVOFORGE_HIDE", "EVOFORGE_BWRAP",
-                 "EVOFORGE_MAX_", "EVOFORGE_TMP_BYTES")
+                 "EVOFORGE_MAX_", "EVOFORGE_TMP_BYTES", "EVOFORGE_ARENA")
 
 
 def scrubbed_environment(extra: dict[str, str] | None = None, *, home: str) -> dict[str, str]:

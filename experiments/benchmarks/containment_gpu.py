@@ -31,6 +31,7 @@ from evoforge.core import Candidate, EvalStatus
 from evoforge.task import Task
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+TEMPLATES = Path(__file__).resolve().parents[2] / "knowledge" / "templates"
 BOUNDS = {"EVOFORGE_MAX_PROCESSES": "64", "EVOFORGE_MAX_DISK_BYTES": str(256 << 20), "EVOFORGE_MAX_FILES": "5000",
           "EVOFORGE_MAX_FILE_BYTES": str(64 << 20), "EVOFORGE_TMP_BYTES": str(128 << 20),
           "EVOFORGE_MAX_OPEN_FILES": "512"}
@@ -72,21 +73,29 @@ def main() -> None:
     open_task = Task.load("L1/19", overrides=small, allow=["introspection", "network", "processes"])
     plain_task = Task.load("L1/19", overrides=small)
     good = Candidate.from_source(source("correct"))
+    # A kernel with a large arena (the staged arena copies it at every request): L1/1's 4096^2 fp32 GEMM, the
+    # shipped template (its 3xTF32 split keeps it correct).
+    gemm_task = Task.load("L1/1", overrides={"N": 256} if args.backend == "interpreter" else {})
+    gemm = Candidate.from_source((TEMPLATES / "matmul.py").read_text())
     rows, timing = [], {}
     for mode in ("bwrap", "none"):
         ev = evaluator(args.backend, mode, run_dir)
         try:
-            first = ev.evaluate(plain_task, good)  # starts the judge (not timed as a candidate)
-            containment = ev.containment
-            times, statuses = [], []
-            for _ in range(args.repeats):
-                started = time.perf_counter()
-                result = ev.evaluate(plain_task, good)
-                times.append(time.perf_counter() - started)
-                statuses.append(str(result.status))
-            timing[mode] = {"containment": containment, "first": str(first.status), "speedup": first.speedup,
-                            "eval_s": times, "statuses": statuses, "max_abs_err": first.max_abs_err}
-            print(mode, json.dumps(timing[mode]), flush=True)
+            for label, task, candidate in (("relu", plain_task, good), ("gemm", gemm_task, gemm)):
+                first = ev.evaluate(task, candidate)  # starts the judge, compiles (not timed as a candidate)
+                containment = ev.containment
+                times, statuses, phases = [], [], []
+                for _ in range(args.repeats):
+                    started = time.perf_counter()
+                    result = ev.evaluate(task, candidate)
+                    times.append(time.perf_counter() - started)
+                    statuses.append(str(result.status))
+                    phases.append(result.details.get("phases_s"))
+                timing[f"{mode} {label}"] = {
+                    "containment": containment, "first": str(first.status), "speedup": first.speedup,
+                    "eval_s": times, "statuses": statuses, "max_abs_err": first.max_abs_err,
+                    "arena": first.details.get("arena", "shared"), "phases_s": phases, "message": first.message[:300]}
+                print(mode, label, json.dumps(timing[f"{mode} {label}"]), flush=True)
             if mode != "bwrap":
                 continue
             attacks = [
@@ -135,13 +144,18 @@ def verdict(row: dict) -> str:
 def write(out: Path, facts: dict, timing: dict, rows: list[dict]) -> None:
     lines = ["# Containment on the GPU machine", "", f"bwrap: `{facts['bwrap']}`; GPU nodes bound: "
              f"{', '.join(facts['gpu_devices']) or 'none'}; uid {facts['uid']}; kernel {facts['kernel']}", ""]
-    lines += ["| mode | containment | first result | speedup | median eval s | all ok |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["| mode | containment | arena | first result | speedup | max abs err | median eval s | all ok |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for mode, t in timing.items():
-        lines.append(f"| {mode} | {t['containment'].get('mode', '?')} | {t['first']} | {t['speedup']} | "
+        lines.append(f"| {mode} | {t['containment'].get('mode', '?')} | {t['arena']} | {t['first']} | "
+                     f"{t['speedup'] and round(t['speedup'], 3)} | {t['max_abs_err']} | "
                      f"{statistics.median(t['eval_s']):.3f} | {all(s == 'ok' for s in t['statuses'])} |")
-    if "bwrap" in timing and "none" in timing:
-        overhead = statistics.median(timing["bwrap"]["eval_s"]) - statistics.median(timing["none"]["eval_s"])
-        lines += ["", f"Overhead per candidate (median contained minus median uncontained): {overhead * 1e3:.0f} ms"]
+    for label in ("relu", "gemm"):
+        contained, plain = timing.get(f"bwrap {label}"), timing.get(f"none {label}")
+        if contained and plain:
+            overhead = statistics.median(contained["eval_s"]) - statistics.median(plain["eval_s"])
+            lines += ["", f"Overhead per candidate, {label} (median contained minus median uncontained): "
+                      f"{overhead * 1e3:.0f} ms"]
     lines += ["", "| attack | status | verdict | next candidate ok | s | message |", "| --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         message = row["message"].replace("|", "/").replace("\n", " ")[:140]

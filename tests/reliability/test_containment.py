@@ -191,20 +191,23 @@ def test_a_python_installed_under_tmp_stays_visible(tmp_path, monkeypatch):
     assert str(venv).startswith("/tmp/") and (str(venv), str(venv)) in binds
 
 
-def test_a_gpu_judge_says_in_one_line_that_its_candidates_run_uncontained(tmp_path, monkeypatch):
-    """On the H200, bwrap's namespaces broke the CUDA IPC the judge's input arena travels by: every contained
-    GPU candidate crashed while loading (measured: experiments/results/isolation/containment_gpu_h200.md). With
-    GPU device nodes present and no interpreter, ``auto`` does not contain, and says why in one line."""
-    from evoforge.backends import containment
+def test_a_gpu_judge_contains_its_candidates_and_stages_their_arena(tmp_path, monkeypatch):
+    """On the H200, bwrap's namespaces broke the CUDA IPC a shared input arena travels by (every contained GPU
+    candidate crashed while loading: experiments/results/isolation/containment_gpu_h200.md). A GPU judge now
+    contains its candidates all the same, its device nodes bound in, and stages its arena through a file."""
+    from evoforge.backends import candidate_process, containment
 
+    if not containment.bwrap_executable():
+        pytest.skip("bubblewrap is not installed (make test installs it)")
     monkeypatch.setenv("EVOFORGE_CONTAINMENT", "auto")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv("EVOFORGE_ARENA", raising=False)
     decided = containment.contain(directory=tmp_path / "c", writable=[str(tmp_path)], hide=[],
-                                  devices=["/dev/nvidia0"])
-    assert decided.mode == "none" and decided.executable is None
-    assert "\n" not in decided.why and "CUDA IPC" in decided.why and "uncontained" in decided.why
-    # Without GPU nodes (the interpreter's arena is a file) candidates stay contained.
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    if containment.bwrap_executable():
-        decided = containment.contain(directory=tmp_path / "c", writable=[str(tmp_path)], hide=[], devices=[])
-        assert decided.mode == "bwrap"
+                                  devices=["/dev/zero"])  # a device node that exists here, standing in for a GPU's
+    assert decided.mode == "bwrap" and decided.executable
+    assert "\n" not in decided.why and "staged" in decided.why and "1 GPU device node" in decided.why
+    monkeypatch.setattr(candidate_process, "_CONTEXT", object())  # the decision above is this judge's
+    monkeypatch.setattr(candidate_process, "CONTAINMENT", decided)
+    assert candidate_process.staged_arena("cuda:0") and not candidate_process.staged_arena("cpu")
+    monkeypatch.setattr(candidate_process, "CONTAINMENT", containment.Containment("none", "uncontained"))
+    assert not candidate_process.staged_arena("cuda:0")  # uncontained, the device memory is shared as before
