@@ -10,10 +10,12 @@ JSON-able dicts, so nothing the candidate's process sends back is ever unpickled
   CUDA IPC (the same handles ``torch.multiprocessing`` uses), so its segment holds nothing but arena data.
 - Staged (``staged=True``; a contained GPU candidate, whose process cannot open a CUDA IPC handle from inside its
   namespaces): each side keeps a private copy on its device, and the file of the CPU arena carries the bytes between
-  them, request by request. Before a request the judge writes what it has handed out (``to_host``); the candidate's
-  process copies it onto its device (``ArenaView.pull``), serves the request, and writes the same extent back
-  (``push``) before it replies; the judge reads it back (``from_host``). At every request boundary both sides hold
-  what one shared allocation would hold; neither ever maps the other's device memory.
+  them, request by request, region by region. Before a request the judge writes to the file every region the
+  request names (``Arena.stage``); the candidate's process copies those onto its device (``ArenaView.pull``), serves
+  the request, and writes back what it was asked to fill (receive buffers) and the inputs of a correctness call
+  (the judge checks they were left as they were) before it replies (``push``); the judge reads those back
+  (``unstage``). At every request boundary the judge sees what a shared allocation would show it; neither side
+  ever maps the other's device memory. The price is the copies (measured in experiments/results/isolation/).
 """
 
 from __future__ import annotations
@@ -103,20 +105,23 @@ class Arena:
         return {"generation": self.generation, "path": str(self._path), "size": self._capacity,
                 "device": self.device, "staged": self.staged}
 
-    def to_host(self) -> int | None:
-        """Staged: what this side handed out, written to the file before a request; the extent in bytes (the
-        candidate's process copies as much), or None when nothing is staged."""
+    def stage(self, payload: dict[str, Any]) -> dict[str, list[list[int]]] | None:
+        """Staged: before a request, write every region the request names to the file; return what the candidate's
+        process copies in (those regions) and what it writes back (its receive buffers, and the inputs of a call,
+        which the judge checks were left as they were). None when nothing is staged."""
         if not self.staged or self._buffer is None or self._host is None:
             return None
-        if self._used:
-            self._host[:self._used].copy_(self._buffer[:self._used])
-        return self._used
+        regions = _merge(list(_regions(payload)))
+        out = _merge([r for key in ("receive", "inputs") for r in _regions(payload.get(key))])
+        for start, nbytes in regions:
+            self._host[start:start + nbytes].copy_(self._buffer[start:start + nbytes])
+        return {"in": regions, "out": out}
 
-    def from_host(self, extent: int | None) -> None:
-        """Staged: what the candidate's process wrote back (outputs into receive buffers, any change to its inputs)
-        read after its reply."""
-        if extent and self._buffer is not None and self._host is not None:
-            self._buffer[:extent].copy_(self._host[:extent])
+    def unstage(self, stage: dict[str, list[list[int]]] | None) -> None:
+        """Staged: after the reply, read back what the candidate's process wrote (``stage["out"]``)."""
+        if stage and self._buffer is not None and self._host is not None:
+            for start, nbytes in stage["out"]:
+                self._buffer[start:start + nbytes].copy_(self._host[start:start + nbytes])
 
     def reset(self) -> None:
         self._used = 0
@@ -166,6 +171,29 @@ def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
         stride.append(acc)
         acc *= max(n, 1)
     return tuple(reversed(stride))
+
+
+def _regions(value: Any) -> Iterator[list[int]]:
+    """The arena regions (offset, bytes) a request's payload names: every descriptor in it, at any depth."""
+    if isinstance(value, dict):
+        if "offset" in value and "nbytes" in value:
+            yield [int(value["offset"]), max(int(value["nbytes"]), 1)]
+        else:
+            for item in value.values():
+                yield from _regions(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _regions(item)
+
+
+def _merge(regions: list[list[int]]) -> list[list[int]]:
+    merged: list[list[int]] = []
+    for start, nbytes in sorted(regions):
+        if merged and start <= merged[-1][0] + merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], start + nbytes - merged[-1][0])
+        else:
+            merged.append([start, nbytes])
+    return merged
 
 
 def tensor_bytes(shape: tuple[int, ...], dtype: torch.dtype, stride: tuple[int, ...] | None = None) -> int:
@@ -228,19 +256,21 @@ class ArenaView:
                 self._buffer = mapped
         self.generation = handle["generation"]
 
-    def pull(self, extent: int | None) -> None:
-        """Staged: the judge's bytes onto this side's copy, before a request is served."""
-        if extent and self._host is not None and self._buffer is not None:
-            self._buffer[:extent].copy_(self._host[:extent])
+    def pull(self, stage: dict[str, Any] | None) -> None:
+        """Staged: the regions a request names, from the judge's file onto this side's copy, before it is served."""
+        if stage and self._host is not None and self._buffer is not None:
+            for start, nbytes in stage["in"]:
+                self._buffer[start:start + nbytes].copy_(self._host[start:start + nbytes])
             if self._buffer.is_cuda:
                 torch.cuda.synchronize(self._buffer.device)
 
-    def push(self, extent: int | None) -> None:
-        """Staged: this side's copy back into the file, before the reply (a copy to host memory waits for it)."""
-        if extent and self._host is not None and self._buffer is not None:
+    def push(self, stage: dict[str, Any] | None) -> None:
+        """Staged: what the judge reads back, into the file before the reply (a copy to host memory waits for it)."""
+        if stage and self._host is not None and self._buffer is not None:
             if self._buffer.is_cuda:
                 torch.cuda.synchronize(self._buffer.device)
-            self._host[:extent].copy_(self._buffer[:extent])
+            for start, nbytes in stage["out"]:
+                self._host[start:start + nbytes].copy_(self._buffer[start:start + nbytes])
 
     def tensor(self, desc: dict[str, Any]) -> torch.Tensor:
         assert self._buffer is not None, "arena not attached"

@@ -339,11 +339,11 @@ class VerificationChain:
         if process.arena_generation != self.arena.generation:  # the arena grew since the process mapped it
             payload["arena"] = self.arena.handle()
             process.arena_generation = self.arena.generation
-        extent = self.arena.to_host()
-        if extent is not None:
-            payload["extent"] = extent
+        stage = self.arena.stage(payload)
+        if stage is not None:
+            payload["stage"] = stage
         reply = process.request(op, budget.left(), **payload)
-        self.arena.from_host(extent)
+        self.arena.unstage(stage)
         return self._judge(reply, what=stage)
 
     @contextlib.contextmanager

@@ -769,7 +769,7 @@ def serve(conn: Any) -> None:
         try:
             if "arena" in request:  # the judge's arena grew: map the new one
                 harness.arena.attach(request["arena"])
-            harness.arena.pull(request.get("extent"))
+            harness.arena.pull(request.get("stage"))
             body = handlers[request["op"]](request)
         except _Failure as f:
             body = {"error": {"kind": f.kind, "message": str(f)}}
@@ -778,7 +778,7 @@ def serve(conn: Any) -> None:
         except Exception as e:  # the harness itself failed on what the candidate did (e.g. a broken context)
             body = {"error": {"kind": "runtime_error", "message": _short_traceback(e, harness.source_file)}}
         try:
-            harness.arena.push(request.get("extent"))  # staged: what the judge reads back after the reply
+            harness.arena.push(request.get("stage"))  # staged: what the judge reads back after the reply
         except Exception as e:  # noqa: BLE001  (a context the candidate broke: the judge hears why)
             body = body if "error" in body else {"error": {"kind": "runtime_error", "message": _short_traceback(
                 e, harness.source_file)}}

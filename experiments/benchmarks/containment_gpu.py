@@ -69,7 +69,9 @@ def main() -> None:
     os.environ["OPENAI_API_KEY"] = KEY  # this process holds a key, as a campaign's does
     run_dir = Path(tempfile.mkdtemp(prefix="containment-run-"))
     (run_dir / "optuna.db").write_text("the record")
-    small = {"batch_size": 4, "dim": 1000} if args.backend == "interpreter" else {}  # the interpreter is slow
+    # The interpreter is slow; on a GPU, 256 MiB a tensor (KernelBench's own L1/19 size, 6 GiB a tensor, makes a
+    # staged arena copy tens of GiB per evaluation: see docs/isolation.md).
+    small = {"batch_size": 4, "dim": 1000} if args.backend == "interpreter" else {"batch_size": 4096, "dim": 16384}
     open_task = Task.load("L1/19", overrides=small, allow=["introspection", "network", "processes"])
     plain_task = Task.load("L1/19", overrides=small)
     good = Candidate.from_source(source("correct"))

@@ -18,20 +18,28 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 def test_each_side_keeps_its_own_copy_and_only_a_request_boundary_moves_bytes(tmp_path):
     judge = Arena(device="cpu", directory=tmp_path, initial_bytes=1 << 20, staged=True)
     lent, desc = share(judge, torch.arange(8, dtype=torch.float32))
+    other, other_desc = share(judge, torch.ones(4))  # a region this request does not name
+    receive, receive_desc = judge.empty((8,), torch.float32)
     view = ArenaView()
     view.attach(judge.handle())
-    extent = judge.to_host()
-    assert extent and extent >= 32
-    view.pull(extent)
+    stage = judge.stage({"inputs": desc, "receive": [receive_desc]})
+    assert stage["in"] == stage["out"] and len(stage["in"]) == 2  # the inputs and the receive buffer, not `other`
+    view.pull(stage)
     theirs = view.build(desc)
     assert torch.equal(theirs, lent)
+    assert view.build(other_desc).sum().item() == 0  # unnamed regions never reach the candidate's side
     theirs.mul_(-1)  # the candidate's process writes into its copy...
+    view.tensor(receive_desc).fill_(7)
     assert torch.equal(lent, torch.arange(8, dtype=torch.float32))  # ...which the judge does not share
     lent.add_(100)  # nor does the candidate see the judge's later writes until the next request
     assert theirs[1].item() == -1
-    view.push(extent)
-    judge.from_host(extent)
+    view.push(stage)
+    judge.unstage(stage)
     assert torch.equal(lent, -torch.arange(8, dtype=torch.float32))  # after the reply the judge reads it back
+    assert receive.sum().item() == 56
+    # A timing request's inputs are not read back: what the candidate does to them stays on its side.
+    stage = judge.stage({"settle": desc})
+    assert stage["out"] == []
 
 
 def test_a_shared_arena_is_one_memory(tmp_path):
@@ -39,7 +47,7 @@ def test_a_shared_arena_is_one_memory(tmp_path):
     lent, desc = share(judge, torch.ones(4))
     view = ArenaView()
     view.attach(judge.handle())
-    assert judge.to_host() is None  # nothing to stage
+    assert judge.stage({"inputs": desc}) is None  # nothing to stage
     view.build(desc).zero_()
     assert lent.sum().item() == 0
 
