@@ -516,6 +516,18 @@ def _layer_norm_sized_by_weight(self: Any, x: Any) -> Any:
     return F.layer_norm(x, shape, self.weight, self.bias, self.eps)
 
 
+def _instance_norm_unchecked(self: Any, x: Any) -> Any:
+    """nn.InstanceNorm*d.forward without comparing the input's channel count to ``num_features``.
+
+    The comparison only warns or raises (it never changes the result); but dynamo guards on it, so the channel
+    count was specialised and the seed's kernels carried it as a literal (on the H200: L1/34 incorrect at the
+    chain's odd size, 64 channels where it had 63). Without it the count stays symbolic."""
+    self._check_input_dim(x)
+    if x.dim() == self._get_no_batch_dim():
+        return self._handle_no_batch_input(x)
+    return self._apply_instance_norm(x)
+
+
 def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda") -> InductorCapture:
     """torch.compile the task's reference with Inductor and record what it made (see the module docstring).
 
@@ -565,6 +577,10 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     GraphLowering.save_output_code = staticmethod(save)  # type: ignore[method-assign]
     layer_norm_forward = torch.nn.LayerNorm.forward
     torch.nn.LayerNorm.forward = _layer_norm_sized_by_weight  # type: ignore[method-assign]
+    from torch.nn.modules.instancenorm import _InstanceNorm
+
+    instance_norm_forward = _InstanceNorm.forward
+    _InstanceNorm.forward = _instance_norm_unchecked  # type: ignore[method-assign]
     try:
         with torch.no_grad():
             out = torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
@@ -574,6 +590,7 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     finally:
         GraphLowering.save_output_code = original  # type: ignore[method-assign]
         torch.nn.LayerNorm.forward = layer_norm_forward  # type: ignore[method-assign]
+        _InstanceNorm.forward = instance_norm_forward  # type: ignore[method-assign]
     if len(codes) != 1 or len(graphs) != 1:
         raise NoInductorSeed(f"torch.compile made {len(graphs)} graphs ({len(codes)} output codes) of this task where "
                              "the seed needs one")

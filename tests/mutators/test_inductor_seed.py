@@ -138,3 +138,24 @@ def test_plain_attributes_of_the_model_reach_the_seed(interpreter_evaluator):
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
                                                                         operator="inductor-seed"))
     assert result.ok, result.message
+
+
+def test_instancenorm_capture_keeps_the_channel_count_symbolic(tmp_path, interpreter_evaluator):
+    """InstanceNorm2d compares the input's channel count to ``num_features`` (only to warn); dynamo guarded on it,
+    so the channel count became a literal and the seed was wrong at the chain's odd size (on the H200: L1/34
+    incorrect, 64 channels written where the odd size has 63). Captured here, live, as the coverage run does."""
+    import subprocess
+    import sys
+
+    from evoforge.task import Task, resolve_task_path
+
+    out = tmp_path / "capture.json"
+    small = {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8}
+    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L1/34")), "cpu",
+                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
+    capture = InductorCapture.from_json(out.read_text())
+    assert "L['x'].size()[1]" in capture.graph_inputs, capture.graph_inputs
+    task = Task.load("L1/34", overrides=small, shapes=[{"features": 3, "dim2": 5}])
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
+                                                                        operator="inductor-seed"))
+    assert result.ok, result.message
