@@ -251,7 +251,7 @@ class ArenaView:
             mapped = torch.from_file(handle["path"], shared=True, size=int(handle["size"]), dtype=torch.uint8)
             if handle.get("staged"):
                 self._host = mapped
-                self._buffer = torch.empty(int(handle["size"]), dtype=torch.uint8, device=handle["device"])
+                self._buffer = torch.zeros(int(handle["size"]), dtype=torch.uint8, device=handle["device"])
             else:
                 self._buffer = mapped
         self.generation = handle["generation"]
