@@ -81,9 +81,25 @@ class Landscape:
     def __post_init__(self) -> None:
         index = {self._key(r): r for r in self.rows}
         object.__setattr__(self, "_index", index)
+        kernels: dict[tuple[str, ...], dict[str, Any]] = {}
+        for r in self.rows:
+            kernels.setdefault(self._kernel_key(r), r)
+        object.__setattr__(self, "_kernels", kernels)
 
     def _key(self, params: Mapping[str, Any]) -> tuple[str, ...]:
         return tuple(json.dumps(params.get(k), default=str) for k in self.space)
+
+    def _kernel_key(self, params: Mapping[str, Any]) -> tuple[str, ...]:
+        """The config's key with every parameter its ``when`` conditions leave unread set aside: configs that build
+        one kernel (the recorder measured such twins once) share it."""
+        when = self.meta.get("when") or {}
+        unread = {name for name, cond in when.items()
+                  if any(params.get(other) not in values for other, values in cond.items())}
+        return tuple(json.dumps(None if k in unread else params.get(k), default=str) for k in self.space)
+
+    def _row(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        row = self._index.get(self._key(params))  # type: ignore[attr-defined]
+        return row if row is not None else self._kernels.get(self._kernel_key(params))  # type: ignore[attr-defined]
 
     # --- what the file says ------------------------------------------------------------------------------
     @property
@@ -125,8 +141,9 @@ class Landscape:
         return len(self._index) >= math.prod(len(v) for v in self.space.values())  # type: ignore[attr-defined]
 
     def holds(self, params: Mapping[str, Any]) -> bool:
-        """Whether the file recorded ``params``: a config it lacks was never measured, its answer is unknown."""
-        return self._key(params) in self._index  # type: ignore[attr-defined]
+        """Whether the file recorded ``params`` (or a config that builds the same kernel, by its ``when``): a config
+        it lacks was never measured, its answer is unknown."""
+        return self._row(params) is not None
 
     # --- replay ------------------------------------------------------------------------------------------
     def evaluate(self, params: Mapping[str, Any]) -> EvalResult:
@@ -134,7 +151,7 @@ class Landscape:
         common = {"backend": "replay", "arch": self.arch, "device_name": self.gpu, "ref_ms": self.ref_ms,
                   "floor_ms": self.floor_ms, "timing_representative": True,
                   "versions": {k: str(self.meta[k]) for k in ("triton", "torch") if k in self.meta}}
-        row = self._index.get(self._key(params))  # type: ignore[attr-defined]
+        row = self._row(params)
         if row is None:
             shown = {k: params.get(k) for k in self.space}
             return EvalResult.failure(EvalStatus.INVALID, f"config {shown} is not in {Path(self.path).name}",

@@ -69,6 +69,7 @@ FP32_TILES = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [
               "num_warps": [4, 8], "num_stages": [2, 3, 4]}
 FP16_TILES = {**FP32_TILES, "BLOCK_K": [32, 64, 128], "num_stages": [2, 3, 4, 5]}
 
+WHEN = {"derived_matmul_fp32_split": {"PRECISION": {"SPLIT": ["none"]}}}  # PRECISION is read only when SPLIT is none
 DTYPES = {"derived_matmul_fp32_split": "torch.float32", "derived_matmul_fp16_acc": "torch.float16",
           "derived_matmul_fp16_fp8": "torch.float16", "derived_matmul_unmasked_k": "torch.bfloat16"}
 
@@ -111,7 +112,7 @@ def derive(source: dict[str, Any], source_name: str, name: str) -> dict[str, Any
             "derived": {"from": source_name, "note": note,
                         "script": "experiments/benchmarks/derive_landscapes.py",
                         "measured": "the source rows' ms only; every other time is a stated factor of one"},
-            "space": {**tiles, **added}, "rows": rows}
+            "space": {**tiles, **added}, **({"when": WHEN[name]} if name in WHEN else {}), "rows": rows}
 
 
 def main() -> int:

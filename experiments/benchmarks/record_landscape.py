@@ -64,6 +64,9 @@ class Spec:
     fixed: dict[str, Any] = field(default_factory=dict)
     same_kernel: Callable[[dict[str, Any]], tuple] | None = None
     note: str = ""
+    # Parameters read only on some paths: {param: {other: [values under which it is read]}}. The recorder measures
+    # twins once (``same_kernel``); a replay answers a twin from the file (backends/replay.py).
+    when: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
 def _fp32_kernel(cfg: dict[str, Any]) -> tuple:
@@ -78,7 +81,7 @@ SPECS: dict[str, Spec] = {
         template="matmul", dtype="float32", size=4096,
         space={**TILES, "BLOCK_K": [32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4],
                "SPLIT": ["bf16x3", "tf32x3", "none"], "PRECISION": ["tf32", "tf32x3", "ieee"]},
-        fixed={"GROUP_M": 8, "B_KMAJOR": True}, same_kernel=_fp32_kernel,
+        fixed={"GROUP_M": 8, "B_KMAJOR": True}, same_kernel=_fp32_kernel, when={"PRECISION": {"SPLIT": ["none"]}},
         note="PRECISION is read only when SPLIT is none; plain tf32 is not in the template's SPACE (it fails an "
              "fp32 task), it is recorded here because it is the fast, incorrect neighbour of the correct configs"),
     "matmul_fp16_acc_4096": Spec(
@@ -298,7 +301,8 @@ def write(path: Path, spec: Spec, *, smoke: bool, size: int, baseline: float | N
         "gpu": "CPU (Triton interpreter, smoke run)" if smoke else torch.cuda.get_device_name(),
         "triton": triton.__version__, "torch": torch.__version__,
         "baseline_ms": {"torch": baseline} if baseline is not None else {},
-        "space": spec.space, "fixed_params": spec.fixed, "note": spec.note,
+        "space": spec.space, **({"when": spec.when} if spec.when else {}), "fixed_params": spec.fixed,
+        "note": spec.note,
         "recorded": {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                      "script": "experiments/benchmarks/record_landscape.py", "commit": _commit(),
                      "python": platform.python_version(), "host": platform.node(),

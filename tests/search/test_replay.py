@@ -76,3 +76,27 @@ def test_the_backend_is_registered_and_keeps_the_protocol() -> None:
     seed = backend.landscape.seed_candidate()
     assert backend.evaluate(seed).status in set(EvalStatus)
     assert not get_backend("replay").available()[0]
+
+
+def test_a_config_the_recording_measured_as_its_twin_is_answered_from_the_twin(tmp_path) -> None:
+    """The fp32 GEMM recording measures configs that build one kernel once (PRECISION is read only when SPLIT is
+    none) and was cut short, so it holds some twins and not others. A search that asked for the missing twin was
+    told nothing (the config 'was never measured'), though its answer is in the file; the file's ``when`` says
+    which parameters a path leaves unread."""
+    space = {"BLOCK": [64, 128], "SPLIT": ["bf16x3", "none"], "PRECISION": ["tf32", "ieee"]}
+    rows = [{"BLOCK": 64, "SPLIT": "bf16x3", "PRECISION": "tf32", "ms": 1.0, "status": "ok"},
+            {"BLOCK": 64, "SPLIT": "none", "PRECISION": "ieee", "ms": 4.0, "status": "ok"},
+            {"BLOCK": 128, "SPLIT": "bf16x3", "PRECISION": "ieee", "ms": None, "status": "OutOfResources"}]
+    path = tmp_path / "fp32.json"
+    path.write_text(json.dumps({"kernel": "k", "dtype": "torch.float32", "gpu": "NVIDIA H200", "space": space,
+                                "when": {"PRECISION": {"SPLIT": ["none"]}}, "rows": rows}))
+    landscape = Landscape.load(path)
+    twin = {"BLOCK": 64, "SPLIT": "bf16x3", "PRECISION": "ieee"}
+    assert landscape.holds(twin) and landscape.evaluate(twin).runtime_ms == 1.0
+    assert landscape.evaluate({"BLOCK": 128, "SPLIT": "bf16x3", "PRECISION": "tf32"}).status is EvalStatus.COMPILE_ERROR
+    # where PRECISION is read, another PRECISION is another kernel: not answered
+    assert not landscape.holds({"BLOCK": 64, "SPLIT": "none", "PRECISION": "tf32"})
+    # without ``when`` nothing is a twin
+    path.write_text(json.dumps({"kernel": "k", "dtype": "torch.float32", "gpu": "NVIDIA H200", "space": space,
+                                "rows": rows}))
+    assert not Landscape.load(path).holds(twin)
