@@ -10,7 +10,10 @@ Structure: each 256-thread CTA computes a BM x BN tile of C with a CuTe TiledMMA
 (``SM80_16x8x8_F32TF32TF32F32_TN``, 2 x 4 warps); per BK slice of K the operand tiles go global -> registers
 (the next slice is loaded while the current one is multiplied) -> padded shared memory, laid out so that the
 copies store and the MMA partitions read without bank conflicts; the split happens in registers, per k-block.
-Edges are predicated with identity tensors (zero fill), so any M, N, K works. The atoms are SM80's (mma.sync),
+Edges are predicated with identity tensors (zero fill), so any M, N, K works. ``PROMOTE`` (default 1) sums
+each BK slice into a fresh tensor-core partial and adds it to the running sum on the CUDA cores: with one chained
+tensor-core accumulator (``PROMOTE=0``) the H200 run of 2026-12-01 (experiments/results/cute/h200.md) was
+incorrect, over twice the fp32 reference's rms distance from float64; the promoted form is not yet measured. The atoms are SM80's (mma.sync),
 which Hopper runs too: this is the correct starting point; TMA + wgmma (tf32 is K-major only there) and a
 deeper pipeline are what the search adds.
 """
@@ -40,6 +43,9 @@ using namespace cute;
 #endif
 #ifndef SPLIT
 #define SPLIT 3
+#endif
+#ifndef PROMOTE
+#define PROMOTE 1
 #endif
 
 // A (M,K):(K,1) K-major; B seen as (N,K):(1,N) N-major; C (M,N):(N,1).
@@ -95,6 +101,15 @@ gemm_3xtf32_kernel(const float* __restrict__ A, const float* __restrict__ B, flo
   Tensor tCcC = thr.partition_C(gcC);
   Tensor tCrC = thr.make_fragment_C(tCgC);
   clear(tCrC);
+#if PROMOTE
+  // Each BK slice is summed on the tensor cores into a fresh partial, then added to the running sum by the CUDA
+  // cores (fp32, round to nearest): the MMA's own accumulation is not IEEE fp32, and 3 x K/8 of them chained into
+  // one accumulator put the H200's result at over twice the fp32 reference's distance from float64.
+  Tensor tCrP = thr.make_fragment_C(tCgC);
+  auto& acc = tCrP;
+#else
+  auto& acc = tCrC;
+#endif
   // one k-block of operands in TF32 registers: (MMA,MMA_M) and (MMA,MMA_N)
   Tensor aBig = make_tensor<cutlass::tfloat32_t>(shape(tCsA(_, _, 0)));
   Tensor aSmall = make_tensor<cutlass::tfloat32_t>(shape(tCsA(_, _, 0)));
@@ -120,6 +135,9 @@ gemm_3xtf32_kernel(const float* __restrict__ A, const float* __restrict__ B, flo
     copy(tBrB, tBsB);
     __syncthreads();
     if (kt + 1 < k_tiles) load_slice(kt + 1);   // global loads in flight while the tensor cores work
+#if PROMOTE
+    clear(tCrP);
+#endif
     CUTE_UNROLL
     for (int kb = 0; kb < size<2>(tCsA); ++kb) {
       CUTE_UNROLL
@@ -135,11 +153,17 @@ gemm_3xtf32_kernel(const float* __restrict__ A, const float* __restrict__ B, flo
         bSmall(i) = to_tf32(x - float(bBig(i)));
       }
 #if SPLIT >= 3
-      gemm(mma, aSmall, bBig, tCrC);            // the small cross terms first: they are the ones fp32 rounds
-      gemm(mma, aBig, bSmall, tCrC);
+      gemm(mma, aSmall, bBig, acc);             // the small cross terms first: they are the ones fp32 rounds
+      gemm(mma, aBig, bSmall, acc);
 #endif
-      gemm(mma, aBig, bBig, tCrC);
+      gemm(mma, aBig, bBig, acc);
     }
+#if PROMOTE
+    CUTE_UNROLL
+    for (int i = 0; i < size(tCrC); ++i) {
+      tCrC(i) += tCrP(i);
+    }
+#endif
     __syncthreads();
   }
 
@@ -160,8 +184,8 @@ extern "C" cudaError_t gemm_forward(const float* A, const float* B, float* C, in
 }
 """
 
-SPACE = {"BM": [64, 128], "BN": [64, 128], "BK": [32]}
-PARAMS = {"BM": 128, "BN": 128, "BK": 32}
+SPACE = {"BM": [64, 128], "BN": [64, 128], "BK": [32], "PROMOTE": [1, 0]}
+PARAMS = {"BM": 128, "BN": 128, "BK": 32, "PROMOTE": 1}
 
 
 class ModelNew(nn.Module):
