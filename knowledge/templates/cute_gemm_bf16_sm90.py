@@ -15,7 +15,8 @@ when the task's sizes are not, and slices the result back. Any M, N, K.
 Tuning space: the CTA tile (TILE_M x TILE_N x TILE_K), the cluster shape, the kernel schedule, the pipeline
 depth (STAGES; 0 lets the builder fill the shared memory left after the epilogue) and how tiles are dealt
 (TILES: ``persistent`` whole tiles, or ``streamk``, which splits K over CTAs when the tiles are too few to fill
-the GPU, as in a 256 x 256 output with a long K; cooperative only). ``cooperative`` needs
+the GPU, as in a 256 x 256 output with a long K; cooperative only), and the order the tiles are walked in
+(RASTER, and SWIZZLE: bands of 1-8 tiles, for L2 reuse between the CTAs running at once). ``cooperative`` needs
 TILE_M a multiple of 128; the knowledge base's rule ``cute-sm90-gemm-config`` keeps illegal points from being
 compiled at all.
 """
@@ -62,6 +63,12 @@ using namespace cute;
 #ifndef TILES
 #define TILES persistent
 #endif
+#ifndef SWIZZLE
+#define SWIZZLE 1
+#endif
+#ifndef RASTER
+#define RASTER heuristic
+#endif
 
 namespace evo {
 struct cooperative {};
@@ -79,6 +86,12 @@ template <> struct Schedules<pingpong> {
 // tiles are too few to fill the GPU: a 256 x 256 output with a long K).
 struct persistent { using Scheduler = cutlass::gemm::PersistentScheduler; };
 struct streamk { using Scheduler = cutlass::gemm::StreamKScheduler; };
+// The order the persistent CTAs walk the output tiles in (RasterOrderOptions: Heuristic, AlongM, AlongN); with
+// SWIZZLE > 1 they walk it in bands of that many tiles, so the CTAs running at once share rows of A and columns
+// of B in L2.
+struct heuristic { static constexpr int order = 0; };
+struct along_m { static constexpr int order = 1; };
+struct along_n { static constexpr int order = 2; };
 }  // namespace evo
 
 using Element = cutlass::bfloat16_t;
@@ -135,6 +148,8 @@ extern "C" cudaError_t gemm_forward(const void* A, const void* B, void* C, int M
       {static_cast<const Element*>(A), stride_a, static_cast<const Element*>(B), stride_b},
       {{1.0f, 0.0f}, nullptr, stride_d, static_cast<Element*>(C), stride_d}};
   args.hw_info.sm_count = g_sm_count;
+  args.scheduler.max_swizzle_size = SWIZZLE;
+  args.scheduler.raster_order = static_cast<decltype(args.scheduler.raster_order)>(evo::RASTER::order);
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
   size_t bytes = Gemm::get_workspace_size(args);
@@ -165,9 +180,11 @@ SPACE = {
     "SCHEDULE": ["cooperative", "pingpong"],
     "STAGES": [0, 3, 4, 5],
     "TILES": ["persistent", "streamk"],
+    "SWIZZLE": [1, 2, 4, 8],
+    "RASTER": ["heuristic", "along_m", "along_n"],
 }
 PARAMS = {"TILE_M": 128, "TILE_N": 256, "TILE_K": 64, "CLUSTER_M": 2, "CLUSTER_N": 1, "SCHEDULE": "cooperative",
-          "STAGES": 0, "TILES": "persistent"}
+          "STAGES": 0, "TILES": "persistent", "SWIZZLE": 1, "RASTER": "heuristic"}
 
 _ALIGN = 8  # bf16 elements in 16 bytes
 
