@@ -339,11 +339,11 @@ class VerificationChain:
         if process.arena_generation != self.arena.generation:  # the arena grew since the process mapped it
             payload["arena"] = self.arena.handle()
             process.arena_generation = self.arena.generation
-        stage = self.arena.stage(payload)
-        if stage is not None:
-            payload["stage"] = stage
+        staged = self.arena.stage(payload)
+        if staged is not None:
+            payload["stage"] = staged
         reply = process.request(op, budget.left(), **payload)
-        self.arena.unstage(stage)
+        self.arena.unstage(staged)
         return self._judge(reply, what=stage)
 
     @contextlib.contextmanager

@@ -48,6 +48,10 @@ def test_messages_carry_what_a_repair_needs(relu_task, interpreter_evaluator):
     assert "relu" in message("for_show")
     assert "ctypes.string_at" in message("segfault")
     assert "SIGSEGV" in message("segfault", task=replace(relu_task, allow=("native",)))
+    # a conduct violation names where it happened (a staged-arena change once put "None" there)
+    thread = interpreter_evaluator.evaluate(relu_task, Candidate.from_source(
+        (FIXTURES / "adversarial" / "thread_worker.py").read_text())).message
+    assert thread.startswith("forward at the main shape"), thread
 
 
 def test_evaluator_survives_crash_and_hang_and_then_passes_good_kernel(relu_task, interpreter_evaluator):
