@@ -3,13 +3,16 @@
 Template spaces hold choices that matter only on some paths (the fp32 GEMM reads PRECISION only when SPLIT is
 none; the bf16 GEMM reads SUBTILE only when TMA is on) and choices that change the kernel's path and with it the
 time of every tile size alike (an operand split in three MMAs against one in six). A local walk that flips them
-at random pays a whole evaluation to learn each again. Two configs that differ in one categorical dimension
-``d`` tell what flipping ``d`` does; it is remembered for the same values of the other categorical choices (the
-path is chosen by those, not by tile sizes):
-- the same time (within ``tolerance``, below the spread of repeated measurements of one kernel): ``d`` is inert
-  there, and a config that differs from one already proposed only in inert choices is that config again;
-- slower by more than ``margin``: the walk does not flip ``d`` that way again (the sampler still may); a walk
-  flips ``d`` together with a tile size only once the flip alone was timed and was not slower (or did not fit).
+at random pays a whole evaluation to learn each again. Two configs timed at the same tile sizes on different
+categorical paths tell what moving between those paths does (the path is chosen by the categorical values, not
+by tile sizes):
+- one categorical dimension ``d`` apart and the same time (within ``tolerance``, below the spread of repeated
+  measurements of one kernel): ``d`` is inert there, and a config that differs from one already proposed only in
+  inert choices is that config again (its path is the same path);
+- slower by more than ``margin``: the tuner does not move onto that path from the faster one again; a walk enters
+  a path together with a tile change only once the path alone was timed and was not slower (or did not fit).
+A path is read whole at its destination: from the bf16 split (which reads no PRECISION) to SPLIT none is one move
+per PRECISION it lands on, not one per PRECISION the bf16 config happened to carry.
 """
 
 from __future__ import annotations
@@ -28,8 +31,12 @@ class ChoiceEffects:
         self.tolerance = tolerance
         self.margin = margin
         self._categorical = [d for d in range(space.dims) if not space.ordinal[d] and space.sizes[d] > 1]
+        self._ordinal = [d for d in range(space.dims) if space.ordinal[d]]
         self._inert: set[Context] = set()
-        self._log_ratio: dict[tuple[Context, int, int], list[float]] = {}  # (context, from, to) -> log(t_to/t_from)
+        # Configs timed at the same sizes on different paths: (from, to, log(t_to / t_from)). Kept as configs, not
+        # as paths, because what a path is changes as inert choices are learned.
+        self._pairs: list[tuple[tuple[int, ...], tuple[int, ...], float]] = []
+        self._paths: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def _context(self, idx: Sequence[int], d: int) -> Context:
         """The other categorical values, inert ones set to their first: one path, one context."""
@@ -37,20 +44,16 @@ class ChoiceEffects:
         return d, tuple(canon[c] for c in self._categorical if c != d)
 
     def observe(self, idx: Sequence[int], runtime_ms: float, timed: Mapping[tuple[int, ...], float | None]) -> None:
-        """Learn from ``idx``'s time against every timed config one categorical flip away."""
-        for d in self._categorical:
-            for v in range(self.space.sizes[d]):
-                if v == idx[d]:
-                    continue
-                other = timed.get((*idx[:d], v, *idx[d + 1:]))
-                if other is None:
-                    continue
-                context = self._context(idx, d)
-                if abs(other - runtime_ms) <= self.tolerance * min(other, runtime_ms):
-                    self._inert.add(context)
-                ratio = math.log(runtime_ms / other)
-                self._log_ratio.setdefault((context, v, idx[d]), []).append(ratio)
-                self._log_ratio.setdefault((context, idx[d], v), []).append(-ratio)
+        """Learn from ``idx``'s time against every timed config at the same sizes on another categorical path."""
+        idx = tuple(idx)
+        for other, other_ms in timed.items():
+            if other_ms is None or other == idx or any(other[d] != idx[d] for d in self._ordinal):
+                continue
+            self._pairs.append((other, idx, math.log(runtime_ms / other_ms)))
+            flipped = [d for d in self._categorical if other[d] != idx[d]]
+            if len(flipped) == 1 and abs(other_ms - runtime_ms) <= self.tolerance * min(other_ms, runtime_ms):
+                self._inert.add(self._context(idx, flipped[0]))
+                self._paths = {}
 
     def canonical(self, idx: Sequence[int], *, skip: int = -1) -> tuple[int, ...]:
         """``idx`` with every choice that is inert in its context set to its first value."""
@@ -60,13 +63,38 @@ class ChoiceEffects:
                 out[d] = 0
         return tuple(out)
 
-    def flip(self, anchor: Sequence[int], d: int, value: int) -> bool | None:
-        """What flipping ``d`` of ``anchor`` to ``value`` was seen to do: True when it cost more than ``margin``,
-        False when it did not, None when that flip was never timed in this context."""
-        seen = self._log_ratio.get((self._context(anchor, d), anchor[d], value))
+    def path(self, idx: Sequence[int]) -> tuple[int, ...]:
+        """The kernel's path: its categorical values, those inert there set to their first."""
+        key = tuple(idx[d] for d in self._categorical)
+        if key not in self._paths:
+            canon = self.canonical(idx)
+            self._paths[key] = tuple(canon[d] for d in self._categorical)
+        return self._paths[key]
+
+    def costs(self, anchor: Sequence[int], to: Sequence[int]) -> bool | None:
+        """What moving from ``anchor``'s path to ``to``'s was seen to do to the time at equal sizes: True when it
+        cost more than ``margin``, False when it did not (or the path is the same), None when never timed.
+
+        The destination's path is read whole: from the bf16 split (which never reads PRECISION) to SPLIT none is a
+        different move for each PRECISION it lands on, and each is timed once, not once per PRECISION the walk
+        happens to leave behind."""
+        start, end = self.path(anchor), self.path(to)
+        if start == end:
+            return False
+        seen = []
+        for a, b, ratio in self._pairs:
+            pa, pb = self.path(a), self.path(b)
+            if (pa, pb) == (start, end):
+                seen.append(ratio)
+            elif (pa, pb) == (end, start):
+                seen.append(-ratio)
         if not seen:
             return None
         return sum(seen) / len(seen) > math.log1p(self.margin)
+
+    def flip(self, anchor: Sequence[int], d: int, value: int) -> bool | None:
+        """``costs`` of flipping ``d`` of ``anchor`` to ``value`` alone."""
+        return self.costs(anchor, (*anchor[:d], value, *anchor[d + 1:]))
 
     @property
     def any_inert(self) -> bool:

@@ -12,7 +12,10 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   resource-like) skips neighbours that will not fit, and the walk prefers neighbours next to the learned
   boundary (``boundary=False`` turns that off: 0.54 instead of 0.72-0.8 on matmul_bf16_4096 at budget 30);
 - with no failure seen there is no boundary to follow, and a plain walk is weak on a flat landscape: then every
-  ``explore_every``-th proposal is the sampler's (softmax_fp16_32768x1024: 0.95 instead of 0.92);
+  ``explore_every``-th proposal is the sampler's (softmax_fp16_32768x1024: 0.95 instead of 0.92). Any failure
+  or knowledge-base refusal ends that: where something fails the landscape has structure, and the walk is the
+  faster learner (derived fp32 split at 30, 400 seeds: 0.74 -> 0.87 with the knowledge base, whose refusals are
+  seen at once; softmax, where nothing fails, unchanged);
 - a walk anchored at the best config stops at a local optimum whose two-step neighbourhood holds nothing faster
   (on the H200 fp8-operand GEMM: 256x128x64 at 1.05x, four steps from the best 128x256x32). Iterated local
   search's answer, kept cheap: once ``patience`` results have not improved the best and at least ``settled`` of
@@ -36,9 +39,12 @@ sampler as a penalty it pushes the sampler away from good tiles. So (``proposals
   probability, by the nearest config predicted correct that keeps the sampler's tile sizes; the sampler is told
   an incorrect result as a FAIL trial (no value at all), never as a penalty; causes the knowledge base names in
   advance (``known_causes``) are never proposed until a correct config holding them is seen;
-- what each categorical flip does to the time (``choices``) is remembered per path: a flip that changes nothing
-  (a precision the split kernels never read) is not paid for twice, and a flip seen to cost time is not made by
-  the walk again, nor made together with a tile change before it was timed alone.
+- what each categorical path costs against another at equal tiles (``choices``) is remembered: a flip that
+  changes nothing (a precision the split kernels never read) is not paid for twice, and a path seen to cost time
+  is not walked into again, nor entered together with a tile change before it was timed alone. A path's cost is
+  learned on the incumbent's path: the tiles of a config timed on another path are run on the incumbent's
+  (``mirror``), not the incumbent's tiles on the other path; and a sampler proposal on a path timed slower is
+  moved to its tiles on the incumbent's path (a path that costs a factor everywhere teaches nothing about tiles).
 On derived stand-ins of the fp32 split/precision, fp16-accumulate and fp8-operand landscapes (budget 30), these
 took the default from 0.17 / 0.22 (random search: 0.19 / 0.16) to 0.68 / 1.0; see
 experiments/results/search/search_bench.md for the current figures.
@@ -67,7 +73,8 @@ class StructureTuner:
                  anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
                  boundary_threshold: float = 0.7, explore_every: int = 3, wrong_threshold: float = 0.5,
                  probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = (),
-                 patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2) -> None:
+                 patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2,
+                 mirror: bool = True) -> None:
         self.explore_every = explore_every
         self.patience = patience
         self.settled = settled
@@ -98,6 +105,9 @@ class StructureTuner:
         self._cause_model: CauseModel | None = None
         self._pwrong_cache: dict[tuple[int, ...], float] = {}
         self.repaired = 0
+        self.projected = 0
+        self.mirror = mirror
+        self.mirrors = 0
         self.choices = ChoiceEffects(space)
 
     @property
@@ -118,7 +128,7 @@ class StructureTuner:
             return None
         idx = None
         asked = len(self.results) + len(self.pending)
-        explore = (self.explore_every and asked % self.explore_every == 0 and not self._resource_failures())
+        explore = self.explore_every and asked % self.explore_every == 0 and not self._failures()
         if asked >= self.n_start and self.best() is not None and not explore:
             idx = self._local_move()
         if idx is None:
@@ -129,7 +139,7 @@ class StructureTuner:
                 self.sampler.withdraw(idx)
                 idx = self.sampler.ask()
             if idx is not None:
-                idx = self._avoid_wrong(idx)
+                idx = self._onto_best_path(self._avoid_wrong(idx))
         else:
             self.sampler.enqueue(idx)
             self.local_moves += 1
@@ -192,22 +202,25 @@ class StructureTuner:
         return self.wrong_threshold
 
     def _worth_flipping(self, anchor: tuple[int, ...], n: tuple[int, ...]) -> bool:
-        """A move's categorical flips: not one seen to cost time; with a tile change too, only a flip whose effect
-        alone is known (timed and not slower, or out of resources at the anchor's tiles)."""
+        """A move onto another categorical path: not onto one seen to cost time from the anchor's; with a tile
+        change too, only onto one whose effect alone is known (timed and not slower, or out of resources at the
+        anchor's tiles)."""
         space = self.space
-        flips = [d for d in range(space.dims) if not space.ordinal[d] and n[d] != anchor[d]]
-        if not flips:
+        if all(space.ordinal[d] or n[d] == anchor[d] for d in range(space.dims)):
             return True
-        sized = any(space.ordinal[d] and n[d] != anchor[d] for d in range(space.dims))
-        for d in flips:
-            verdict = self.choices.flip(anchor, d, n[d])
-            if verdict:
-                return False
-            if verdict is None and sized:
-                alone = (*anchor[:d], n[d], *anchor[d + 1:])
-                if self.kinds.get(alone) is not FailureKind.RESOURCE:
-                    return False
+        verdict = self.choices.costs(anchor, n)
+        if verdict:
+            return False
+        if verdict is None and any(space.ordinal[d] and n[d] != anchor[d] for d in range(space.dims)):
+            alone = tuple(n[d] if not space.ordinal[d] else anchor[d] for d in range(space.dims))
+            return self.kinds.get(alone) is FailureKind.RESOURCE
         return True
+
+    def _failures(self) -> bool:
+        """Whether any config failed or was refused: the landscape has structure (a size limit, a choice that
+        computes the wrong answer) for the walk to follow, and the sampler's interleaved proposals, meant for a
+        flat landscape where a walk is weak, take its evaluations."""
+        return bool(self.kinds or self.refused)
 
     def _resource_failures(self) -> bool:
         return any(k is FailureKind.RESOURCE for k in self.kinds.values())
@@ -250,6 +263,29 @@ class StructureTuner:
         self.repaired += 1
         return repair
 
+    def _onto_best_path(self, idx: tuple[int, ...]) -> tuple[int, ...]:
+        """The sampler's proposal, or, when its categorical path was timed slower than the incumbent's at equal
+        tiles, its tiles on the incumbent's path (the nearest unseen such config): a path that costs a stated
+        factor everywhere teaches nothing about tiles that the incumbent's path does not teach faster."""
+        best = self.best()
+        if best is None or not self.choices.costs(best[0], idx):
+            return idx
+        space = self.space
+        target = tuple(best[0][d] if not space.ordinal[d] else idx[d] for d in range(space.dims))
+        kernels = self._proposed_kernels()
+        pool = [n for n in [target, *space.neighbours(target), *space.neighbours2(target)]
+                if all(space.ordinal[d] or n[d] == target[d] for d in range(space.dims))
+                and n not in self.seen and not self._twin(n, kernels) and self._pfail(n) < self.fail_threshold]
+        if not pool:
+            return idx
+        moved = [sum(n[d] != idx[d] for d in range(space.dims) if space.ordinal[d]) for n in pool]
+        pool = [n for n, m in zip(pool, moved, strict=True) if m == min(moved)]
+        onto = pool[int(self._rng.integers(len(pool)))]
+        self.sampler.withdraw(idx)
+        self.sampler.enqueue(onto)
+        self.projected += 1
+        return onto
+
     # --- local search --------------------------------------------------------------------------------------
     def _fail_model(self) -> FailureModel:
         """Resource failures against everything that ran (an incorrect config ran: it fits)."""
@@ -291,10 +327,30 @@ class StructureTuner:
                 idx = self._escape(ranked, kernels)
                 if idx is not None:
                     return idx
+        if self.mirror:
+            idx = self._mirror(ranked[0][1], kernels)
+            if idx is not None:
+                return idx
         for _, anchor in ranked[:self.anchors]:
             pool = self._pool(anchor, kernels)
             if pool:
                 return pool[int(self._rng.integers(len(pool)))]
+        return None
+
+    def _mirror(self, anchor: tuple[int, ...], kernels: set[tuple[int, ...]]) -> tuple[int, ...] | None:
+        """The tiles of a config timed on another categorical path, on ``anchor``'s path: the pair tells what that
+        path costs against the anchor's (``choices``) for an evaluation spent on the anchor's path, where a flip at
+        the anchor's tiles would spend one on the other path. Mirrors of the fastest such configs first."""
+        space = self.space
+        timed = sorted((v, i) for i, v in self.results.items() if v is not None)
+        for _, other in timed:
+            if self.choices.costs(anchor, other) is not None:
+                continue
+            m = tuple(other[d] if space.ordinal[d] else anchor[d] for d in range(space.dims))
+            if (m not in self.seen and not self._twin(m, kernels) and self._pfail(m) < self.fail_threshold
+                    and self._pwrong(m) < self.wrong_threshold):
+                self.mirrors += 1
+                return m
         return None
 
     def _settled(self, best: tuple[int, ...], kernels: set[tuple[int, ...]]) -> bool:

@@ -19,6 +19,7 @@ from evoforge.search.strategies.choices import ChoiceEffects
 from evoforge.search.strategies.proposals import FailureKind, failure_kind
 from evoforge.search.strategies.space import ParamSpace
 from evoforge.search.strategies.surrogate import FailureModel
+from evoforge.search.strategies.tuner import StructureTuner
 
 from evoforge import knowledge
 from evoforge.core import EvalResult, EvalStatus
@@ -71,6 +72,36 @@ def test_a_choice_that_changes_nothing_is_learned_as_inert_and_a_slow_one_as_slo
     split = space.names.index("SPLIT")
     assert choices.flip(idx("bf16x3", "tf32"), split, 1) is True  # bf16x3 -> tf32x3 costs 95%
     assert choices.flip(idx("tf32x3", "tf32"), split, 0) is False
+    # SPLIT none reads PRECISION: the move there is timed per PRECISION it lands on, whichever one the bf16 split
+    # (which reads none) happened to hold
+    choices.observe(idx("none", "ieee"), 4.0, {**timed, idx("none", "ieee"): 4.0})
+    assert choices.costs(idx("bf16x3", "tf32"), idx("none", "ieee")) is True
+    assert choices.costs(idx("bf16x3", "tf32"), idx("none", "tf32x3")) is None  # never timed
+
+
+def test_once_a_path_is_timed_slower_the_tuner_spends_its_evaluations_on_the_fast_one() -> None:
+    """A categorical choice that makes every tile size 1.9x or 3.5x slower (an operand split into more MMAs): once
+    a config on it is timed against the same tiles on the fast path, neither the walk nor the sampler's proposals
+    go back to it; the fast path's tiles get the evaluations."""
+    space = ParamSpace.from_dict({"BLOCK_M": [32, 64, 128, 256], "BLOCK_N": [32, 64, 128, 256], "warps": [2, 4, 8],
+                                  "PATH": ["fast", "slow", "slower"]})
+    factor = {"fast": 1.0, "slow": 1.9, "slower": 3.5}
+
+    def ms(idx: tuple[int, ...]) -> float:
+        tiles = 1.0 + 0.3 * abs(idx[0] - 2) + 0.2 * abs(idx[1] - 3) + 0.1 * abs(idx[2] - 1)
+        return tiles * factor[space.params_of(idx)["PATH"]]
+
+    late = []
+    for seed in range(6):
+        tuner = StructureTuner(space=space, seed=seed, sampler="cmaes")
+        paths = []
+        for _ in range(40):
+            idx = tuner.ask()
+            tuner.tell(idx, ms(idx))
+            paths.append(space.params_of(idx)["PATH"])
+        late.append(sum(p != "fast" for p in paths[20:]))
+        assert space.params_of(tuner.best()[0])["PATH"] == "fast"
+    assert sum(late) / len(late) <= 2  # of the last 20 evaluations; 7-11 before paths were compared
 
 
 def test_a_resource_failure_on_one_path_does_not_condemn_larger_tiles_on_another() -> None:
