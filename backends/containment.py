@@ -64,6 +64,11 @@ def gpu_devices() -> list[str]:
     return sorted({p for pattern in GPU_DEVICE_GLOBS for p in glob.glob(pattern)})
 
 
+#: Variables naming folders a candidate's toolchain reads (Triton's cache; CuTe's headers, build cache and prebuilt
+#: libraries, which ``backends/cute.load`` looks in before it would compile): seen read-only inside, wherever they lie.
+TOOLCHAIN_PATHS = ("TRITON_CACHE_DIR", "EVOFORGE_CUTLASS_INCLUDE", "EVOFORGE_CUTE_CACHE", "EVOFORGE_CUTE_PREBUILT")
+
+
 def tmp_bytes() -> int:
     return int(os.environ.get("EVOFORGE_TMP_BYTES") or TMP_BYTES)
 
@@ -84,7 +89,8 @@ def bwrap_arguments(*, writable: list[str], hidden: list[str], network: bool,
     if not network:
         args.append("--unshare-net")
     needed_under_tmp = _visible_under("/tmp", [p for p in _python_needs() if os.path.isdir(p)]
-                                      + [os.environ.get("TRITON_CACHE_DIR", "")])
+                                      + [path for name in TOOLCHAIN_PATHS
+                                         if (path := os.environ.get(name, "")) and os.path.exists(path)])
     # One bind per tree (a path inside another bound one is visible already).
     needed_under_tmp = [p for p in needed_under_tmp
                         if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in needed_under_tmp)]

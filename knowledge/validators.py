@@ -709,6 +709,10 @@ def cute_sm90_gemm_config(check: Check) -> list[Finding]:
                            f"memory; {check.arch} has {budget} ({_kib(budget)}) per block: lower STAGES or the tile"))
     if p.get("TILES") == "streamk" and schedule != "cooperative":
         out.append(Finding("TILES streamk needs SCHEDULE cooperative (the pingpong kernel deals whole tiles only)"))
+    splits = _int_param(p, "SPLITS") or 1
+    if p.get("TILES") != "streamk" and (splits > 1 or p.get("REDUCTION", "deterministic") != "deterministic"):
+        out.append(Finding(f"SPLITS {splits} / REDUCTION {p.get('REDUCTION', 'deterministic')} act only with TILES "
+                           "streamk (the persistent scheduler deals whole tiles): the same kernel, a build wasted"))
     cm, cn = _int_param(p, "CLUSTER_M") or 1, _int_param(p, "CLUSTER_N") or 1
     if cm * cn > 8:
         out.append(Finding(f"a {cm}x{cn} cluster has {cm * cn} CTAs; 8 is the portable maximum"))

@@ -7,7 +7,7 @@
 2. **Generated**: ``evoforge run --language cute --strategy cutegen`` on KernelBench L1/21 (Sigmoid), no seed, an
    OpenAI-compatible endpoint on loopback (``tests/fakellm.py``; nothing outside the GPU machine can be reached)
    that answers like a model would: a first CuTe kernel with a compile error (an undeclared function), its
-   repair, then the current kernel back for each optimization step. CuTeGen's loop: generate, test, debug with
+   repair, two optimization steps that retune its launch constants, then the same kernel again. CuTeGen's loop: generate, test, debug with
    the trimmed nvcc error, optimize.
 
 For each: the campaign's summary, and from its Optuna record every trial's operator, status, speedup, nvcc time
@@ -37,15 +37,18 @@ REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "knowledge" / "templates"
 
 
-def sigmoid_kernel(broken: bool) -> str:
+def sigmoid_kernel(broken: bool, params: dict[str, int] | None = None) -> str:
     """A CuTe Sigmoid as a model would write it from the ReLU it was shown (``broken``: calls an undeclared
-    ``fast_sigmoid``, the kind of fault the repair loop gets with nvcc's trimmed error)."""
+    ``fast_sigmoid``, the kind of fault the repair loop gets with nvcc's trimmed error; ``params``: the launch
+    constants an optimization step changed)."""
     source = (TEMPLATES / "cute_elementwise_relu.py").read_text()
     source = source.replace("relu", "sigmoid").replace("ReLU", "Sigmoid").replace("L1/19", "L1/21")
     op = "fast_sigmoid(v)" if broken else "1.f / (1.f + expf(-v))"
     source = source.replace("v < 0.f ? 0.f : v;      // keeps NaN, as torch.sigmoid does", f"{op};")
     source = source.replace("v < 0.f ? 0.f : v;", f"{op};")
     assert source.count(op) == 2, "the ReLU template changed: update the Sigmoid stand-in"
+    if params:
+        source = source.replace('PARAMS = {"THREADS": 256, "VEC": 4}', f"PARAMS = {params!r}".replace("'", '"'))
     return f"Here is the kernel.\n\n```python\n{source}```\n"
 
 
@@ -136,12 +139,15 @@ def main() -> None:
         parts.append(section("Seeded: the Hopper bf16 GEMM at 4096^3 against cuBLAS", rc, wall, summary, rows, log))
     if args.only in (None, "generated"):
         sys.path.insert(0, str(REPO))
-        from tests.fakellm import FakeLLMServer, echo_last_python_block
+        from tests.fakellm import FakeLLMServer
 
         run_dir = out.parent / "cute_generated"
         log = out.parent / "cute_generated.log"
-        with FakeLLMServer([sigmoid_kernel(broken=True), sigmoid_kernel(broken=False)],
-                           default=echo_last_python_block, models=["stand-in"]) as server:
+        # generation (broken), its repair, two optimization steps that retune the launch; then the kernel again
+        script = [sigmoid_kernel(broken=True), sigmoid_kernel(broken=False),
+                  sigmoid_kernel(broken=False, params={"THREADS": 512, "VEC": 4}),
+                  sigmoid_kernel(broken=False, params={"THREADS": 128, "VEC": 8})]
+        with FakeLLMServer(script, default=sigmoid_kernel(broken=False), models=["stand-in"]) as server:
             rc, wall, summary = run_cli(
                 ["run", "--task", "L1/21", "--set", "batch_size=256", "--language", "cute", "--strategy", "cutegen",
                  "--strategy-option", "samples=1", "--strategy-option", "debug_attempts=2",

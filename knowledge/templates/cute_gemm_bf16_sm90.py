@@ -16,9 +16,11 @@ Tuning space: the CTA tile (TILE_M x TILE_N x TILE_K), the cluster shape, the ke
 depth (STAGES; 0 lets the builder fill the shared memory left after the epilogue) and how tiles are dealt
 (TILES: ``persistent`` whole tiles, or ``streamk``, which splits K over CTAs when the tiles are too few to fill
 the GPU, as in a 256 x 256 output with a long K; cooperative only), and the order the tiles are walked in
-(RASTER, and SWIZZLE: bands of 1-8 tiles, for L2 reuse between the CTAs running at once). ``cooperative`` needs
-TILE_M a multiple of 128; the knowledge base's rule ``cute-sm90-gemm-config`` keeps illegal points from being
-compiled at all.
+(RASTER, and SWIZZLE: bands of 1-8 tiles, for L2 reuse between the CTAs running at once); with ``streamk``,
+SPLITS > 1 forces split-K in that many slices, and REDUCTION says whether the partial tiles are summed in K order
+(deterministic) or as they finish. ``cooperative`` needs TILE_M a multiple of 128; the knowledge base's rule
+``cute-sm90-gemm-config`` keeps illegal points (and SPLITS or REDUCTION without stream-K, which change nothing)
+from being compiled at all.
 """
 
 import torch
@@ -69,6 +71,12 @@ using namespace cute;
 #ifndef RASTER
 #define RASTER heuristic
 #endif
+#ifndef SPLITS
+#define SPLITS 1
+#endif
+#ifndef REDUCTION
+#define REDUCTION deterministic
+#endif
 
 namespace evo {
 struct cooperative {};
@@ -84,8 +92,25 @@ template <> struct Schedules<pingpong> {
 };
 // How output tiles are dealt to the persistent CTAs: whole tiles, or stream-K (K split across CTAs where the
 // tiles are too few to fill the GPU: a 256 x 256 output with a long K).
-struct persistent { using Scheduler = cutlass::gemm::PersistentScheduler; };
-struct streamk { using Scheduler = cutlass::gemm::StreamKScheduler; };
+struct persistent {
+  using Scheduler = cutlass::gemm::PersistentScheduler;
+  template <class Args> static void split(Args&) {}  // whole tiles: nothing to split
+};
+// Stream-K's own decomposition (SPLITS 1: data-parallel, split-K or stream-K by CUTLASS's heuristic), or split-K in
+// SPLITS slices of K, each a CTA; the partial tiles meet in a workspace, in K order (REDUCTION deterministic: a
+// turnstile) or as they finish (nondeterministic: no waiting; fp32 sums in another order on every run).
+struct deterministic { static constexpr bool ordered = true; };
+struct nondeterministic { static constexpr bool ordered = false; };
+struct streamk {
+  using Scheduler = cutlass::gemm::StreamKScheduler;
+  template <class Args> static void split(Args& a) {
+    using Decomposition = decltype(a.decomposition_mode);
+    using Reduction = decltype(a.reduction_mode);
+    a.splits = SPLITS;
+    if (SPLITS > 1) a.decomposition_mode = Decomposition::SplitK;
+    a.reduction_mode = REDUCTION::ordered ? Reduction::Deterministic : Reduction::Nondeterministic;
+  }
+};
 // The order the persistent CTAs walk the output tiles in (RasterOrderOptions: Heuristic, AlongM, AlongN); with
 // SWIZZLE > 1 they walk it in bands of that many tiles, so the CTAs running at once share rows of A and columns
 // of B in L2.
@@ -150,6 +175,7 @@ extern "C" cudaError_t gemm_forward(const void* A, const void* B, void* C, int M
   args.hw_info.sm_count = g_sm_count;
   args.scheduler.max_swizzle_size = SWIZZLE;
   args.scheduler.raster_order = static_cast<decltype(args.scheduler.raster_order)>(evo::RASTER::order);
+  evo::TILES::split(args.scheduler);
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
   size_t bytes = Gemm::get_workspace_size(args);
@@ -174,7 +200,7 @@ __global__ void evoforge_gemm_bf16_sm90_tag() {}
 SPACE = {
     "TILE_M": [64, 128, 256],
     "TILE_N": [64, 128, 256],
-    "TILE_K": [64, 128],
+    "TILE_K": [32, 64, 128],
     "CLUSTER_M": [1, 2],
     "CLUSTER_N": [1, 2],
     "SCHEDULE": ["cooperative", "pingpong"],
@@ -182,9 +208,12 @@ SPACE = {
     "TILES": ["persistent", "streamk"],
     "SWIZZLE": [1, 2, 4, 8],
     "RASTER": ["heuristic", "along_m", "along_n"],
+    "SPLITS": [1, 2, 4, 8, 16, 32],
+    "REDUCTION": ["deterministic", "nondeterministic"],
 }
 PARAMS = {"TILE_M": 128, "TILE_N": 256, "TILE_K": 64, "CLUSTER_M": 2, "CLUSTER_N": 1, "SCHEDULE": "cooperative",
-          "STAGES": 0, "TILES": "persistent", "SWIZZLE": 1, "RASTER": "heuristic"}
+          "STAGES": 0, "TILES": "persistent", "SWIZZLE": 1, "RASTER": "heuristic", "SPLITS": 1,
+          "REDUCTION": "deterministic"}
 
 _ALIGN = 8  # bf16 elements in 16 bytes
 

@@ -211,3 +211,33 @@ def test_a_gpu_judge_contains_its_candidates_and_stages_their_arena(tmp_path, mo
     assert candidate_process.staged_arena("cuda:0") and not candidate_process.staged_arena("cpu")
     monkeypatch.setattr(candidate_process, "CONTAINMENT", containment.Containment("none", "uncontained"))
     assert not candidate_process.staged_arena("cuda:0")  # uncontained, the device memory is shared as before
+
+
+def test_a_cute_toolchain_under_tmp_stays_visible(tmp_path, monkeypatch):
+    """On the H200 the CUTLASS headers were unpacked under /tmp (EVOFORGE_CUTLASS_INCLUDE=/tmp/include): a contained
+    CuTe candidate's ``load`` could not see them behind its private /tmp and failed with "no cute/tensor.hpp
+    there", though its library was built and cached (experiments/results/cute/campaign_h200.md). The folders the
+    candidate's toolchain reads are bound in read-only, wherever they lie."""
+    from evoforge.backends import containment
+
+    if not containment.bwrap_executable():
+        pytest.skip("bubblewrap is not installed (make test installs it)")
+    include = tmp_path / "include"
+    (include / "cute").mkdir(parents=True)
+    (include / "cute" / "tensor.hpp").write_text("// the headers\n")
+    cache = tmp_path / "cute-cache"
+    cache.mkdir()
+    monkeypatch.setenv("EVOFORGE_CUTLASS_INCLUDE", str(include))
+    monkeypatch.setenv("EVOFORGE_CUTE_CACHE", str(cache))
+    monkeypatch.setenv("EVOFORGE_CUTE_PREBUILT", str(tmp_path / "not-there"))  # a path that does not exist: no bind
+    monkeypatch.setenv("EVOFORGE_CONTAINMENT", "auto")
+    decided = containment.contain(directory=tmp_path / "c", writable=[str(tmp_path / "judge")], hide=[], devices=[])
+    assert decided.mode == "bwrap", decided.why
+    import subprocess
+
+    probe = ("from evoforge.backends.cute import cutlass_include_dir, default_cache_dir; import os; "
+             "print(cutlass_include_dir(), os.path.isdir(default_cache_dir()), "
+             "os.access(str(default_cache_dir()), os.W_OK))")
+    out = subprocess.run([decided.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-600:]
+    assert out.stdout.split() == [str(include), "True", "False"]  # seen, and read-only
