@@ -216,7 +216,7 @@ def test_a_gpu_judge_contains_its_candidates_and_stages_their_arena(tmp_path, mo
 def test_a_cute_toolchain_under_tmp_stays_visible(tmp_path, monkeypatch):
     """On the H200 the CUTLASS headers were unpacked under /tmp (EVOFORGE_CUTLASS_INCLUDE=/tmp/include): a contained
     CuTe candidate's ``load`` could not see them behind its private /tmp and failed with "no cute/tensor.hpp
-    there", though its library was built and cached (experiments/results/cute/campaign_h200.md). The folders the
+    there", though its library was built and cached (experiments/results/cute/README.md). The folders the
     candidate's toolchain reads are bound in read-only, wherever they lie."""
     from evoforge.backends import containment
 
