@@ -255,11 +255,7 @@ class StructureTuner:
                 if n not in self.seen and not self._twin(n, kernels) and self._pwrong(n) < self.wrong_threshold]
         if not pool:
             return idx
-        moved = [sum(n[d] != idx[d] for d in range(self.space.dims) if self.space.ordinal[d]) for n in pool]
-        pool = [n for n, m in zip(pool, moved, strict=True) if m == min(moved)]
-        repair = pool[int(self._rng.integers(len(pool)))]
-        self.sampler.withdraw(idx)
-        self.sampler.enqueue(repair)
+        repair = self._in_place_of(idx, pool)
         self.repaired += 1
         return repair
 
@@ -278,13 +274,20 @@ class StructureTuner:
                 and n not in self.seen and not self._twin(n, kernels) and self._pfail(n) < self.fail_threshold]
         if not pool:
             return idx
-        moved = [sum(n[d] != idx[d] for d in range(space.dims) if space.ordinal[d]) for n in pool]
-        pool = [n for n, m in zip(pool, moved, strict=True) if m == min(moved)]
-        onto = pool[int(self._rng.integers(len(pool)))]
-        self.sampler.withdraw(idx)
-        self.sampler.enqueue(onto)
+        onto = self._in_place_of(idx, pool)
         self.projected += 1
         return onto
+
+    def _in_place_of(self, idx: tuple[int, ...], pool: list[tuple[int, ...]]) -> tuple[int, ...]:
+        """The member of ``pool`` fewest ordinal moves from the sampler's proposal ``idx`` (ties at random), put in
+        the sampler's queue in its place."""
+        space = self.space
+        moved = [sum(n[d] != idx[d] for d in range(space.dims) if space.ordinal[d]) for n in pool]
+        nearest = [n for n, m in zip(pool, moved, strict=True) if m == min(moved)]
+        chosen = nearest[int(self._rng.integers(len(nearest)))]
+        self.sampler.withdraw(idx)
+        self.sampler.enqueue(chosen)
+        return chosen
 
     # --- local search --------------------------------------------------------------------------------------
     def _fail_model(self) -> FailureModel:
