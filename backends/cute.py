@@ -49,7 +49,9 @@ from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 
 USER_FILE = "CUDA_SRC.cu"  # the name nvcc reports for the candidate's own source: "CUDA_SRC.cu(12): error: ..."
 DEFAULT_ARCH = "sm_90a"
-BASE_FLAGS = ("-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "--shared", "-Xcompiler", "-fPIC")
+# A release build, as CUTLASS's own (CMake Release): -DNDEBUG drops the device-side asserts of CUTLASS/CuTe (and the
+# candidate's), which cost registers and branches inside the mainloop.
+BASE_FLAGS = ("-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-DNDEBUG", "--shared", "-Xcompiler", "-fPIC")
 MESSAGE_LIMIT = 3500  # the chain keeps up to 4000 characters of an exception: stay whole inside it
 
 # Appended to every source: turns a cudaError_t into its name for the Python side.

@@ -61,9 +61,14 @@ BF16_CONFIGS: list[dict[str, Any]] = [
     {"CLUSTER_M": 1, "SWIZZLE": 2, "STAGES": 4},
     {"CLUSTER_M": 1, "CLUSTER_N": 2, "SWIZZLE": 2},
     {"SWIZZLE": 2},
+    {"CLUSTER_M": 1, "SWIZZLE": 4},
+    {"CLUSTER_M": 1, "SWIZZLE": 8},
     # K of 32 and 64 (L1/9, L1/7): a 32-deep K tile wastes no MMA on zero fill
     {"CLUSTER_M": 1, "TILE_K": 32},
     {"CLUSTER_M": 1, "SWIZZLE": 2, "TILE_K": 32},
+    # L1/9 writes a 2 GiB C from K 32: pingpong hides one tile's epilogue behind the other's math
+    {"TILE_M": 64, "SCHEDULE": "pingpong", "TILE_K": 32},
+    {"TILE_M": 64, "SCHEDULE": "pingpong", "CLUSTER_M": 1, "TILE_K": 32},
     # L1/6 (256x256 output, K 524288: four 128x128 tiles for 132 SMs): stream-K's heuristic, then split-K
     {"TILE_N": 128, "TILES": "streamk", "CLUSTER_M": 1},
     {"TILE_N": 128, "TILES": "streamk", "CLUSTER_M": 1, "REDUCTION": "nondeterministic"},
