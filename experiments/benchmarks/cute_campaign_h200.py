@@ -121,6 +121,9 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=24, help="evaluations of the seeded campaign")
     parser.add_argument("--generate-budget", type=int, default=6)
     parser.add_argument("--only", choices=["seeded", "generated"])
+    parser.add_argument("--shape", default="4096x4096x4096",
+                        help="MxNxK of the seeded campaign's bf16 GEMM (L1/6's is 256x256x524288)")
+    parser.add_argument("--timeout", type=float, default=420, help="seconds the seeded campaign may take")
     args = parser.parse_args()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -128,15 +131,20 @@ def main() -> None:
     workers = str(min(16, os.cpu_count() or 1))
     parts = []
     if args.only in (None, "seeded"):
-        run_dir = out.parent / "cute_seeded"
-        log = out.parent / "cute_seeded.log"
+        m, n, k = (int(x) for x in args.shape.lower().split("x"))
+        default_shape = (m, n, k) == (4096, 4096, 4096)
+        suffix = "" if default_shape else f"_{m}x{n}x{k}"
+        run_dir = out.parent / f"cute_seeded{suffix}"
+        log = out.parent / f"cute_seeded{suffix}.log"
+        shape_args = [] if default_shape else ["--set", f"M={m}", "--set", f"N={n}", "--set", f"K={k}"]
         rc, wall, summary = run_cli(
-            ["run", "--task", str(REPO / "experiments" / "tasks" / "matmul_bf16_4096.py"),
+            ["run", "--task", str(REPO / "experiments" / "tasks" / "matmul_bf16_4096.py"), *shape_args,
              "--seed-kernel", str(TEMPLATES / "cute_gemm_bf16_sm90.py"), "--backend", "cuda",
              "--build-workers", workers, "--budget-evals", str(args.budget), "--name", "cute-seeded",
-             "--out", str(run_dir), "--quiet"], env, log, timeout=420)
+             "--out", str(run_dir), "--quiet"], env, log, timeout=args.timeout)
         rows = trials(run_dir) if (run_dir / "optuna.db").exists() else []
-        parts.append(section("Seeded: the Hopper bf16 GEMM at 4096^3 against cuBLAS", rc, wall, summary, rows, log))
+        parts.append(section(f"Seeded: the Hopper bf16 GEMM at {m}x{n}x{k} against cuBLAS", rc, wall, summary,
+                             rows, log))
     if args.only in (None, "generated"):
         sys.path.insert(0, str(REPO))
         from tests.fakellm import FakeLLMServer
