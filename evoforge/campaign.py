@@ -47,6 +47,8 @@ log = logging.getLogger("evoforge.campaign")
 RECORDED_META = ("no_child", "ticket", "reply_problem", "reply_kind", "finish_reason", "feedback",
                  "repair_attempts", "repaired_status", "repair_error", "stages_done", "build")
 GENERATE = "llm-generate"
+#: The operator of a config the knowledge base's shape rules start from beside the seed (knowledge/starts.py).
+KNOWLEDGE_START = "knowledge-start"
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class TaskState:
     in_flight: int = 0
     first_correct_at: int | None = None
     illegal_skipped: int = 0  # parameter proposals outside the knowledge base's legal space
+    starts: list[Candidate] = field(default_factory=list)  # knowledge starts still to send (after the seed)
 
     @property
     def evaluations(self) -> int:
@@ -124,6 +127,7 @@ class Campaign:
         self.run_dir = config.run_dir()
         self.started = time.monotonic()
         self.tasks: dict[str, TaskState] = {}
+        self._input_shapes: dict[str, tuple[tuple[int, ...], ...]] = {}  # task -> its inputs' shapes (meta device)
         self.mutators: dict[str, Mutator] = {}
         self.store: Store | None = None
         self.pool: Any = None
@@ -183,9 +187,35 @@ class Campaign:
         from evoforge.backends.task_inputs import check_task_inputs, size_warning
 
         size = check_task_inputs(task)
+        self._input_shapes[task.name] = size.shapes if size is not None else ()
         warning = size_warning(task, size, host=self.backend.device_count() == 0, backend=self.backend.name)
         if warning:
             log.warning(warning)
+
+    def _knowledge_starts(self, task: Task, seed: Candidate) -> list[Candidate]:
+        """Configs the knowledge base's shape rules say to try beside the seed for this task's problem (stream-K
+        where a GEMM has fewer output tiles than SMs, a K tile within K), each evaluated right after the seed as
+        operator ``knowledge-start``; none with the knowledge base off or a seed without a SPACE."""
+        from evoforge.knowledge.precision import dtype_bytes
+        from evoforge.knowledge.starts import shape_starts
+
+        from evoforge import knowledge
+        from evoforge.core import declared_space
+
+        if not self.config.knowledge or seed.meta.get("reference"):
+            return []
+        declared, defaults = declared_space(seed.source)
+        space = seed.space or declared
+        if not space:
+            return []
+        params = {**defaults, **seed.params}
+        starts = shape_starts(space, params, self._input_shapes.get(task.name, ()), self.config.arch,
+                              source=seed.source,
+                              elem_bytes=dtype_bytes(knowledge.infer_task_dtype(task.source)))
+        for start in starts:
+            log.warning("task %s: the knowledge base starts a config beside the seed: %s", task.name, start.why)
+        return [seed.with_params(start.change, operator=KNOWLEDGE_START, parents=(seed.id,),
+                                 meta={**seed.meta, "move": start.why}) for start in starts]
 
     def _inductor_seed(self, task: Task) -> Candidate:
         """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured in a process
@@ -328,7 +358,8 @@ class Campaign:
                       or self.mutators[op].applicable(seed, None)]
             if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
                 usable = [op for op in usable if family_of(op) == "llm"]
-            states.append(TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed))
+            states.append(TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed,
+                                    starts=self._knowledge_starts(task, seed)))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
         if not self.resume:
@@ -482,7 +513,7 @@ class Campaign:
         if proposal.params is not None:
             return parent.with_params(proposal.params, operator=proposal.operator or PARAMS,
                                       parents=(parent.id,), stage=proposal.stage, meta={})
-        if proposal.operator == "seed":
+        if proposal.operator in ("seed", KNOWLEDGE_START):
             return parent
         mutator = self.mutators.get(proposal.operator)
         if mutator is None:
@@ -607,6 +638,7 @@ class Campaign:
         names = list(self.tasks)
         turn = 0
         seeds_to_send = [s for s in self.tasks.values() if s.evaluations == 0 and not s.seed_is_reference]
+        starts_to_send = list(seeds_to_send)  # a resumed task has had its starts
         with CampaignProgress(self, enabled=self.progress) as progress:
             while True:
                 # Propose for free evaluators, round robin over tasks with budget left.
@@ -622,6 +654,9 @@ class Campaign:
                     if state in seeds_to_send:
                         seeds_to_send.remove(state)
                         proposal = Proposal(operator="seed", parents=(state.seed,))
+                    elif state in starts_to_send and state.starts:
+                        # beside the seed, not its children: they need no result of it to be made
+                        proposal = Proposal(operator=KNOWLEDGE_START, parents=(state.starts.pop(0),))
                     elif state.evaluations == 0 and state.in_flight and not state.seed_is_reference:
                         stalled += 1  # wait for the seed's result before children
                         continue

@@ -1,0 +1,94 @@
+"""The shape rules that start a GEMM's search beside its seed (knowledge/starts.py), and a campaign that uses them."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+from evoforge.knowledge.starts import gemm_problem, shape_starts, sm_count
+
+from evoforge import knowledge
+from evoforge.core import declared_space
+from tests.conftest import run_cli
+
+ARCH = "nvidia-sm90"
+
+
+def _template(name):
+    source = knowledge.template_source(name)
+    space, params = declared_space(source)
+    return source, space, params
+
+
+def _starts(name, shapes, elem_bytes=2):
+    source, space, params = _template(name)
+    return params, shape_starts(space, params, shapes, ARCH, source=source, elem_bytes=elem_bytes)
+
+
+def test_a_gemm_with_fewer_output_tiles_than_sms_starts_on_stream_k():
+    # L1/6's shape in bf16: 2 tiles of 128x256 for 132 SMs, K = 524288 (the seed ran at 3% of cuBLAS there)
+    params, starts = _starts("cute_gemm_bf16_sm90", [(256, 524288), (524288, 256)])
+    assert sm_count(ARCH) == 132
+    assert [s.params["REDUCTION"] for s in starts] == ["nondeterministic", "deterministic"]
+    for s in starts:
+        assert s.params["TILES"] == "streamk" and (s.params["TILE_M"], s.params["TILE_N"]) == (128, 128)
+        assert (s.params["CLUSTER_M"], s.params["CLUSTER_N"]) == (1, 1)
+        assert set(s.change) <= set(params) and all(params[k] != v for k, v in s.change.items())
+        assert knowledge.is_legal(s.params, ARCH, source=_template("cute_gemm_bf16_sm90")[0], elem_bytes=2)[0]
+        assert "2 output tiles" in s.why and "132 SMs" in s.why
+
+
+@pytest.mark.parametrize("shapes", [
+    [(4096, 4096), (4096, 4096)],            # 512 tiles: whole waves, the seed's own schedule
+    [(2048, 8192), (8192, 4096)],            # L1/2: 256 tiles
+    [(256, 64), (64, 256)],                  # few tiles but a short K: nothing to split
+    [(8, 256, 524288), (8, 524288, 256)],    # batched: not two matrices
+    [(256, 524288), (524287, 256)],          # inner sizes differ: not a GEMM
+    [(256, 524288)],                         # one input
+])
+def test_no_stream_k_start_where_the_rule_does_not_hold(shapes):
+    _, starts = _starts("cute_gemm_bf16_sm90", shapes)
+    assert not any(s.params.get("TILES") == "streamk" for s in starts)
+
+
+def test_a_k_shorter_than_the_k_tile_starts_on_a_tile_within_k():
+    _, starts = _starts("cute_gemm_bf16_sm90", [(32768, 32), (32, 32768)])  # L1/9's shape
+    assert [s.change for s in starts] == [{"TILE_K": 32}]
+    _, starts = _starts("matmul", [(4096, 32), (32, 4096)], elem_bytes=4)  # a Triton template: BLOCK_K
+    assert [s.change for s in starts] == [{"BLOCK_K": 32}]
+    # no SPACE value fits within K: no start (the seed's masked K loop is the only way)
+    _, starts = _starts("matmul", [(4096, 16), (16, 4096)], elem_bytes=4)
+    assert starts == []
+
+
+def test_gemm_problem_reads_m_n_k():
+    assert gemm_problem([(3, 5), (5, 7)]) == (3, 7, 5)
+    assert gemm_problem([(3, 5), (6, 7)]) is None
+    assert gemm_problem([(3, 5, 1), (5, 7)]) is None
+
+
+def _trials(out, study):
+    return optuna.load_study(study_name=study, storage=f"sqlite:///{out}/optuna.db").trials
+
+
+def test_a_campaign_evaluates_the_knowledge_start_beside_the_seed_and_not_with_the_kb_off(tmp_path):
+    # L1/1 at N=32 on the interpreter: K=32 is shorter than the template's 64-deep K tile
+    common = ["--task", "L1/1", "--set", "N=32", "--backend", "interpreter", "--budget-evals", "3",
+              "--operators", "params", "--workers", "1", "--json"]
+    out = tmp_path / "kb"
+    proc = run_cli("run", *common, "--out", str(out), "--name", "kb", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the knowledge base starts a config beside the seed: K=32" in proc.stderr
+    trials = _trials(out, "kb/level1/1_Square_matrix_multiplication_")
+    ops = [t.user_attrs["operator"] for t in trials]
+    assert ops[0] == "seed" and ops[1] == "knowledge-start", ops
+    start = trials[1]
+    assert json.loads(start.user_attrs["params"])["BLOCK_K"] == 32 and start.user_attrs["status"] == "ok"
+    assert json.loads(trials[0].user_attrs["params"])["BLOCK_K"] == 64
+
+    off = tmp_path / "off"
+    proc = run_cli("run", *common, "--no-kb", "--out", str(off), "--name", "off", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "knowledge-start" not in [t.user_attrs["operator"]
+                                     for t in _trials(off, "off/level1/1_Square_matrix_multiplication_")]
