@@ -102,6 +102,10 @@ def test_llm_campaign_repairs_and_records_without_leaking_the_key(tmp_path):
     found = re.search(r"HUNT(\{.*?\})TNUH", hunts[0])
     assert found, hunts[0][:3000]
     hunt = json.loads(found.group(1))
-    assert hunt["environ_read"] > 3 and hunt["mem_opened"] > 3 and hunt["mem_bytes"] > 1 << 20  # it did look
+    # It did look: run by a user, it reads that user's other processes (Ray's, pytest's); run by root, its process
+    # holds no capability and every process that keeps root's refuses it (the machines CI runs on differ).
+    assert hunt["environ_read"] + hunt["environ_refused"] > 3 and hunt["mem_opened"] + hunt["mem_refused"] > 3, hunt
+    if hunt["mem_opened"] > 3:
+        assert hunt["mem_bytes"] > 1 << 20, hunt
     assert hunt["environ_hits"] == [] and hunt["mem_hits"] == [], hunt
     assert hunt["driver_refused"], hunt  # the campaign's own process, which holds the key, could not be opened
