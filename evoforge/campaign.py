@@ -75,6 +75,8 @@ class TaskState:
     first_correct_at: int | None = None
     illegal_skipped: int = 0  # parameter proposals outside the knowledge base's legal space
     starts: list[Candidate] = field(default_factory=list)  # knowledge starts still to send (after the seed)
+    submitted: set[str] = field(default_factory=set)  # ids of children sent to be evaluated (or served) this run
+    repeats_skipped: int = 0  # children identical to one evaluated or under way, not evaluated again
 
     @property
     def evaluations(self) -> int:
@@ -583,6 +585,19 @@ class Campaign:
                                                       details=knowledge.refusal(violations)))
         return True
 
+    def _repeats_a_child(self, state: TaskState, child: Candidate) -> bool:
+        """A child identical (source and params) to one already evaluated or under way is not evaluated, recorded
+        or counted again: two parents' moves often land on the same config (a CuTe campaign at 4096^3 spent 5 of
+        its 24 evaluations on repeats). Past four times the budget of repeats, with nothing else under way, the task
+        has nothing new left to try and stops (saying so), so a campaign never spins."""
+        if child.id in state.submitted or child.id in state.results:
+            state.repeats_skipped += 1
+            if state.repeats_skipped >= 4 * max(8, self.config.budget_evals) and not state.in_flight - 1:
+                self._stop(state)
+            return True
+        state.submitted.add(child.id)
+        return False
+
     def _absorb(self, state: TaskState, candidate: Candidate, result: EvalResult, *, record: bool = True,
                 worker: str = "", started_at: float | None = None) -> None:
         evaluation = state.evaluations
@@ -691,6 +706,9 @@ class Campaign:
                         state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
                         told = True
                         continue
+                    if self._repeats_a_child(state, made):
+                        state.in_flight -= 1  # the same kernel at the same params: its result is known or coming
+                        continue
                     # The child's one static check; its verdict travels with it to the actor and the chain.
                     made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
                                            knowledge=self.config.knowledge)
@@ -755,6 +773,15 @@ class Campaign:
         if name in self.stopped:
             return
         tried = ", ".join(f"{op} {n}" for op, n in Counter(c.operator for c, _ in state.history).items())
+        strategy = state.strategy
+        if getattr(strategy, "finished", False) and getattr(strategy, "then", "") == "stop":
+            self.stopped[name] = (
+                f"the {self.config.strategy} strategy finished its loop after {state.evaluations} of "
+                f"{self.config.budget_evals} evaluations (tried {tried or 'nothing'}) and was told to stop there; "
+                "going on needs --strategy-option then=tune (the parameter tuner takes the rest of the budget) or "
+                "more of its steps (--strategy-option steps=N)")
+            log.warning("task %s: stopped early: %s", name, self.stopped[name])
+            return
         ops = [op for op in self.mutators if family_of(op) != "llm"]
         space = state.seed.space
         needs = []
@@ -766,9 +793,11 @@ class Campaign:
                          "configurations)")
         if not any(family_of(op) == "llm" for op in self.mutators):
             needs.append("an LLM endpoint (--llm-model NAME --llm-base-url URL)")
+        repeats = (f", {state.repeats_skipped} proposals repeated a configuration already evaluated"
+                   if state.repeats_skipped else "")
         self.stopped[name] = (
             f"the {self.config.strategy} strategy had no new candidate to propose after {state.evaluations} of "
-            f"{self.config.budget_evals} evaluations: nothing left to try (tried {tried or 'nothing'}; operators "
+            f"{self.config.budget_evals} evaluations: nothing left to try (tried {tried or 'nothing'}{repeats}; operators "
             f"{', '.join(self.config.operators)}{' (none applies to the seed)' if not ops else ''}); going on needs "
             f"{' or '.join(needs) or 'other operators'}")
         log.warning("task %s: stopped early: %s", name, self.stopped[name])

@@ -177,3 +177,22 @@ def test_configs_outside_the_legal_space_are_never_evaluated_or_recorded(tmp_pat
     # It ran out of candidates before its budget of 8, and says why (it stopped silently before).
     assert "no new candidate to propose after 3 of 8" in summary["stopped_early"]
     assert "stopped early" in proc.stderr
+
+
+def test_a_child_that_repeats_an_evaluated_config_is_not_evaluated_again(tmp_path):
+    # One tunable with two values: after the seed and its one neighbour, every retune lands on a config already
+    # evaluated. Before, those repeats were evaluated (or served from the cache) and recorded until the budget was
+    # spent; now the campaign stops and says why.
+    seed = tmp_path / "two_blocks.py"
+    seed.write_text((FIXTURES / "relu" / "correct.py").read_text().replace(
+        'SPACE = {"BLOCK": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]}', 'SPACE = {"BLOCK": [512, 1024], "num_warps": [4]}'))
+    out = tmp_path / "run"
+    proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(seed), "--set", "batch_size=4", "--set", "dim=1000",
+                   "--backend", "interpreter", "--budget-evals", "5", "--out", str(out), "--name", "rep",
+                   "--operators", "rule", "--workers", "1", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = optuna.load_study(study_name="rep/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db").trials
+    params = [t.user_attrs["params"] for t in trials]
+    assert len(params) == len(set(params)) == 2, params
+    why = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]["level1/19_ReLU"]["stopped_early"]
+    assert "repeated a configuration already evaluated" in why, why

@@ -146,6 +146,9 @@ def test_cutegen_generates_debugs_and_optimizes_with_figures_held_back(loops: di
     assert (loop["generations"], loop["optimize_steps"], loop["first_feedback_step"], loop["finished"]) == (
         1, 3, 3, True)
     assert summary(loops["out"], "cutegen-s0")["tokens"] > 0
+    # it stopped at 6 of 7 because its loop was done (then = stop), and says so, not that the seed lacks a SPACE
+    why = summary(loops["out"], "cutegen-s0")["stopped_early"]
+    assert "finished its loop after 6 of 7" in why and "then=tune" in why and "SPACE" not in why, why
 
 
 def test_the_ablation_puts_the_loops_side_by_side(loops: dict[str, Any]) -> None:
