@@ -597,7 +597,10 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     flat = out if isinstance(out, tuple | list) else [out]
     forward_args = [p for p in inspect.signature(model.forward).parameters]
     tensors = [name for name, x in zip(forward_args, inputs, strict=False) if isinstance(x, torch.Tensor)]
-    has_state = bool(list(model.parameters()) or list(model.buffers()))
+    # State the seed must rebuild: parameters, buffers, or a plain attribute its graph reads (LeakyReLU's
+    # ``self.negative_slope``, RMSNorm's ``self.eps``: without the task's Model they raised AttributeError).
+    has_state = bool(list(model.parameters()) or list(model.buffers())
+                     or any(source.startswith("L['self']") for source in graphs[0]))
     configs = _launch_configs(codes[0])
     helpers = _helper_sources()
     kernels, _ = _kernels_and_call(codes[0])

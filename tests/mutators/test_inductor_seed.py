@@ -159,3 +159,25 @@ def test_instancenorm_capture_keeps_the_channel_count_symbolic(tmp_path, interpr
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
                                                                         operator="inductor-seed"))
     assert result.ok, result.message
+
+
+def test_a_module_float_read_by_a_stateless_model_reaches_the_seed(tmp_path, interpreter_evaluator):
+    """LeakyReLU keeps ``negative_slope`` on a module with no parameters or buffers; the seed rebuilt the task's
+    Model only where it had those, so the float Inductor reads was missing (on the H200: L1/20 and L1/36 raised
+    AttributeError: 'ModelNew' object has no attribute 'negative_slope' / 'eps'). Captured live, as the coverage
+    run does."""
+    import subprocess
+    import sys
+
+    from evoforge.task import Task, resolve_task_path
+
+    out = tmp_path / "capture.json"
+    small = {"batch_size": 2, "dim": 8}
+    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L1/20")), "cpu",
+                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
+    capture = InductorCapture.from_json(out.read_text())
+    assert "L['self'].negative_slope" in capture.graph_inputs, capture.graph_inputs
+    task = Task.load("L1/20", overrides=small, shapes=[{"dim": 5}])
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
+                                                                        operator="inductor-seed"))
+    assert result.ok, result.message
