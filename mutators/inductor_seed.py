@@ -83,6 +83,7 @@ class _Kernel:
     kind: str  # pointwise, reduction, persistent_reduction, template, ...
     no_x_dim: bool
     helpers: set[str]
+    local_jit: str = ""  # @triton.jit functions its module defines beside it (a scan's combine fn), renamed for it
 
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
@@ -120,9 +121,22 @@ def _kernel(name: str, source: str) -> _Kernel:
             body_constants[node.target.id] = node.value.value
     helpers = {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
                and n.value.id == "triton_helpers"}
-    return _Kernel(name=name, source=text.replace("triton_helpers.", ""), params=[a.arg for a in fn.args.args],
+    # Other jit functions of the kernel's module (a scan's combine function, ``_triton_helper_fn_add0``): the
+    # kernel calls them by name. Each kernel's module names them alike, so they are renamed after the kernel.
+    local = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name != name
+             and any(_dotted(d) == "triton.jit" for d in n.decorator_list)]
+    local_text = []
+    for helper in local:
+        local_text.append("@triton.jit\n" + textwrap.dedent("".join(lines[helper.lineno - 1:helper.end_lineno])))
+    body = text.replace("triton_helpers.", "")
+    for helper in local:
+        renamed = f"{name}{helper.name}" if helper.name.startswith("_") else f"{name}_{helper.name}"
+        local_text = [re.sub(rf"\b{helper.name}\b", renamed, t) for t in local_text]
+        body = re.sub(rf"\b{helper.name}\b", renamed, body)
+    return _Kernel(name=name, source=body, params=[a.arg for a in fn.args.args],
                    constexprs=constexprs, body_constants=body_constants, grid_type=grid_type, kind=kind,
-                   no_x_dim=isinstance(no_x, ast.Constant) and bool(no_x.value), helpers=helpers)
+                   no_x_dim=isinstance(no_x, ast.Constant) and bool(no_x.value), helpers=helpers,
+                   local_jit="\n\n".join(t.strip() + "\n" for t in local_text))
 
 
 def _kernels_and_call(code: str) -> tuple[dict[str, _Kernel], ast.FunctionDef]:
@@ -414,6 +428,8 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
     for name in sorted(helper_names):
         parts.append("\n\n" + capture.helpers[name].strip() + "\n")
     for kernel in kernels.values():
+        if kernel.local_jit:
+            parts.append("\n\n" + kernel.local_jit.strip() + "\n")
         parts.append("\n\n@triton.jit\n" + kernel.source.strip() + "\n")
     if capture.model_source:
         parts.append("\n\n" + capture.model_source.strip() + "\n")
