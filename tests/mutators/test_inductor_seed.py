@@ -183,21 +183,15 @@ def test_a_module_float_read_by_a_stateless_model_reaches_the_seed(tmp_path, int
     assert result.ok, result.message
 
 
-def test_a_scan_kernels_combine_function_travels_with_it(tmp_path, interpreter_evaluator):
+def test_a_scan_kernels_combine_function_travels_with_it(interpreter_evaluator):
     """Inductor writes a cumsum as ``tl.associative_scan`` with a combine function it defines beside the kernel
     (``_triton_helper_fn_add0``); the seed took the kernel alone, and the name was undefined (on the H200: L1/91
     and L1/92 compile_error). The combine function now travels with its kernel, renamed after it."""
-    import subprocess
-    import sys
+    from evoforge.task import Task
 
-    from evoforge.task import Task, resolve_task_path
-
-    out = tmp_path / "capture.json"
-    small = {"batch_size": 4, "input_shape": [64]}
-    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L1/92")), "cpu",
-                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
-    source = seed_from_capture(InductorCapture.from_json(out.read_text()))
+    source = seed_from_capture(_capture("level1_92_cumsum_exclusive.cpu.json"))
     assert "_triton_helper_fn_add0(" in source and "def _triton_helper_fn_add0" not in source
+    small = {"batch_size": 4, "input_shape": [64]}
     task = Task.load("L1/92", overrides=small, shapes=[{"batch_size": 3, "input_shape": [37]}])
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
                                                                         operator="inductor-seed"))
