@@ -96,6 +96,14 @@ class ChoiceEffects:
         """``costs`` of flipping ``d`` of ``anchor`` to ``value`` alone."""
         return self.costs(anchor, (*anchor[:d], value, *anchor[d + 1:]))
 
+    def work_changing(self, factor: float) -> set[int]:
+        """Categorical dimensions seen to change the time at equal sizes by more than ``factor`` either way."""
+        out: set[int] = set()
+        for a, b, ratio in self._pairs:
+            if abs(ratio) > math.log(factor):
+                out.update(d for d in self._categorical if a[d] != b[d])
+        return out
+
     @property
     def any_inert(self) -> bool:
         return bool(self._inert)

@@ -22,7 +22,9 @@ class FailureModel:
     """
 
     def __init__(self, space: ParamSpace, *, l2: float = 0.1, steps: int = 25, monotone: bool = True,
-                 resource_weight: float = 0.5, same_choices: bool = True) -> None:
+                 resource_weight: float = 0.5, same_choices: bool = True,
+                 own_path: Sequence[int] = ()) -> None:
+        self.own_path = sorted(set(own_path))
         self.same_choices = same_choices
         self.space = space
         self.l2 = l2
@@ -100,11 +102,13 @@ class FailureModel:
         if self.monotone and self._resource.any():
             # Resource use only grows with the resource dimensions: at least as large as a config that failed
             # fails; at most as large as one that ran, runs (other dimensions may differ), among configs that
-            # agree on the categorical choices seen to change what a tile costs.
+            # agree on the categorical choices seen to change what a tile costs (and, for a failure, on the
+            # choices ``own_path`` names: known to change a tile's work, so its cost).
             x = np.asarray(idx)
             r, c = self._resource, self._context
             failed, ran = self._failed, self._ran
-            if len(failed) and np.any(np.all(failed[:, r] <= x[r], axis=1) & np.all(failed[:, c] == x[c], axis=1)):
+            cf = sorted(set(c) | set(self.own_path))
+            if len(failed) and np.any(np.all(failed[:, r] <= x[r], axis=1) & np.all(failed[:, cf] == x[cf], axis=1)):
                 return 1.0
             if len(ran) and np.any(np.all(ran[:, r] >= x[r], axis=1) & np.all(ran[:, c] == x[c], axis=1)):
                 return 0.0

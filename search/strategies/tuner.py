@@ -27,6 +27,13 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   transposed tile, 128x256x64 at 1.062x) is as good a basin to search, and its two-step neighbourhood held the
   best (recorded fp8-operand GEMM with the knowledge base, 100 seeds at 30: 0.75 -> 0.92; the other landscapes
   unchanged within their noise).
+- the resource model's monotone rule (at least as large as a failure fails) holds across categorical paths only
+  where no path was seen to change the time by more than ``own_path_factor`` (1.3x) at equal tiles: such a choice
+  changes the work a tile does, and with it what the tile costs. Read across paths, a tf32x3 split's failure
+  condemned the same tiles on the bf16x3 split, the fp32 GEMM's best config, which then never ran (recorded
+  H200 landscape, whole, 100 seeds at 30: 0.54 -> 0.63, with the KB 0.62 -> 0.73; at 50 with the KB 0.84 ->
+  0.97). A choice that changes the time less (no K mask: 0.9x) keeps one boundary for both paths: made certain
+  only on the own path for every choice, derived_matmul_unmasked_k lost 0.065 relearning it per path.
 
 A failure is not always a size boundary. An incorrect result (or a rejected, crashed or hung run) is a property of
 the config's values, usually a categorical choice (a dot precision, an fp16 accumulator, fp8 operands), and the
@@ -78,7 +85,8 @@ class StructureTuner:
                  boundary_threshold: float = 0.7, explore_every: int = 3, wrong_threshold: float = 0.5,
                  probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = (),
                  patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2,
-                 mirror: bool = True, ties: float = 0.02) -> None:
+                 mirror: bool = True, ties: float = 0.02, own_path_factor: float = 1.3) -> None:
+        self.own_path_factor = own_path_factor
         self.ties = ties
         self.explore_every = explore_every
         self.patience = patience
@@ -299,7 +307,11 @@ class StructureTuner:
         """Resource failures against everything that ran (an incorrect config ran: it fits)."""
         if self._failure_model is None:
             xs = list(self.results)
-            self._failure_model = FailureModel(self.space).fit(
+            # A choice seen to change the time by more than ``own_path_factor`` at equal tiles changes the work a
+            # tile does (a split into three products instead of two, fp8 operands): a failure on one of its
+            # values is certain only on that value's path, not on the others (``FailureModel(own_path=...)``).
+            own = self.choices.work_changing(self.own_path_factor) if self.own_path_factor else set()
+            self._failure_model = FailureModel(self.space, own_path=own).fit(
                 xs, [self.kinds.get(x) is FailureKind.RESOURCE for x in xs])
         return self._failure_model
 

@@ -97,3 +97,29 @@ def test_a_stuck_walk_goes_on_from_a_config_as_fast_as_its_incumbent() -> None:
 
     assert sum(finds_best(seed) for seed in range(40)) >= 18  # measured 24 of 40
     assert sum(finds_best(seed, ties=0.0) for seed in range(40)) <= 8  # the incumbent alone: 4 of 40
+
+
+def test_a_failure_is_not_certain_on_a_path_seen_to_do_different_work() -> None:
+    """The fp32 GEMM's tf32x3 split is twice the time of its bf16x3 split at equal tiles and holds larger operand
+    tiles. A tf32x3 failure of 128-wide tiles made the resource model certain the same tiles fail on bf16x3 (the
+    whole landscape's best config, recorded on the H200, was then never proposed). Once the two paths are timed
+    apart by more than 1.3x, a failure is certain only on its own path."""
+    space = ParamSpace.from_dict({"BLOCK": [32, 64, 128, 256], "stages": [2, 3, 4], "SPLIT": ["bf16x3", "tf32x3"]})
+
+    def at(block: int, stages: int, split: str) -> tuple[int, ...]:
+        idx = space.indices_of({"BLOCK": block, "stages": stages, "SPLIT": split})
+        assert idx is not None
+        return idx
+
+    def tuner_after(**options: float) -> StructureTuner:
+        tuner = StructureTuner(space=space, seed=0, **options)
+        for block, stages in ((32, 2), (64, 2), (32, 3)):
+            tuner.tell(at(block, stages, "tf32x3"), 2.0 / block)
+            tuner.tell(at(block, stages, "bf16x3"), 1.0 / block)  # half the time at the same tiles
+        tuner.tell(at(128, 3, "tf32x3"), None)  # out of resources on tf32x3
+        tuner.tell(at(64, 4, "tf32x3"), None)
+        return tuner
+
+    assert tuner_after()._pfail(at(128, 4, "tf32x3")) == 1.0  # larger than a failure on its own path
+    assert tuner_after()._pfail(at(128, 3, "bf16x3")) < 0.5  # the same tiles on the cheaper path: proposed
+    assert tuner_after(own_path_factor=0.0)._pfail(at(128, 3, "bf16x3")) == 1.0  # read across paths: condemned
