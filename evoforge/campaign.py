@@ -198,11 +198,10 @@ class Campaign:
         """Configs the knowledge base's shape rules say to try beside the seed for this task's problem (stream-K
         where a GEMM has fewer output tiles than SMs, a K tile within K), each evaluated right after the seed as
         operator ``knowledge-start``; none with the knowledge base off or a seed without a SPACE."""
-        from evoforge.knowledge.precision import dtype_bytes
-        from evoforge.knowledge.starts import shape_starts
-
         from evoforge import knowledge
         from evoforge.core import declared_space
+        from evoforge.knowledge.precision import dtype_bytes
+        from evoforge.knowledge.starts import shape_starts
 
         if not self.config.knowledge or seed.meta.get("reference"):
             return []

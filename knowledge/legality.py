@@ -15,7 +15,6 @@ from evoforge.knowledge.validators import VALIDATORS, Check, Violation
 
 from evoforge.core import Candidate, source_language
 
-
 # Hard rules whose refusal is a size boundary: a config at least as large (tiles, stages) breaks them too, so a
 # search may learn the boundary from the configs they refuse. A refusal by any other rule (an accumulator past
 # the register file: more warps fix it; a warp count that is not a power of two) says nothing about size.

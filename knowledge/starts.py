@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evoforge.knowledge.hardware import _device, _all_specs, fact, resolve_arch
+from evoforge.knowledge.hardware import _all_specs, _device, fact, resolve_arch
 from evoforge.knowledge.legality import is_legal
 
 K_TILE_KEYS = ("TILE_K", "BLOCK_K")

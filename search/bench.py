@@ -45,8 +45,9 @@ def legality(landscape: Landscape) -> Callable[[Mapping[str, Any]], dict[str, An
     (``knowledge/templates/...``), with the landscape's fixed params bound in; else only what the names say
     (tiles x stages at the landscape's ``elem_bytes``, or its dtype's size). The Triton version is the recording's.
     """
-    from evoforge import knowledge
     from evoforge.knowledge.precision import dtype_bytes
+
+    from evoforge import knowledge
 
     kb_root = Path(knowledge.__file__).resolve().parent
     kernel = Path(landscape.kernel)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from evoforge.backends.arena import Arena, ArenaView, share
+
 from evoforge.core import Candidate, EvalStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
