@@ -7,6 +7,18 @@ from evoforge.search.strategies.surrogate import FailureModel
 from evoforge.search.strategies.tuner import StructureTuner
 
 
+def _walk_finds_best(space: ParamSpace, ms, told: list[tuple[int, ...]], steps: int, seed: int,
+                     **options: float) -> bool:
+    """Whether a walk told ``told`` first finds the 1.0 config of ``ms`` within ``steps`` more evaluations."""
+    tuner = StructureTuner(space=space, seed=seed, sampler="random", n_start=1, explore_every=0, **options)
+    for idx in told:
+        tuner.tell(idx, ms(idx))
+    for _ in range(steps):
+        idx = tuner.ask()
+        tuner.tell(idx, ms(idx))
+    return tuner.best()[1] == 1.0
+
+
 def test_numeric_choices_are_ordered_and_categorical_ones_are_not() -> None:
     space = ParamSpace.from_dict({"BLOCK": [256, 64, 128], "layout": ["row", "col"]})
     assert space.names == ("BLOCK", "layout")
@@ -61,12 +73,7 @@ def test_a_walk_stuck_at_a_local_optimum_four_steps_from_the_best_escapes() -> N
                    1.0 + 0.03 * sum(abs(i - j) for i, j in zip(idx, best, strict=True)))
 
     def finds_best(seed: int, **options: int) -> bool:
-        tuner = StructureTuner(space=space, seed=seed, sampler="random", n_start=1, explore_every=0, **options)
-        tuner.tell(trap, ms(trap))
-        for _ in range(59):
-            idx = tuner.ask()
-            tuner.tell(idx, ms(idx))
-        return tuner.best()[1] == 1.0
+        return _walk_finds_best(space, ms, [trap], 59, seed, **options)
 
     assert sum(finds_best(seed) for seed in range(10)) >= 7  # measured 9 of 10
     assert sum(finds_best(seed, patience=0) for seed in range(10)) <= 2  # no escape: 0 of 10
@@ -87,13 +94,7 @@ def test_a_stuck_walk_goes_on_from_a_config_as_fast_as_its_incumbent() -> None:
                    1.06 + 0.1 * sum(abs(i - j) for i, j in zip(idx, tie, strict=True)))
 
     def finds_best(seed: int, **options: float) -> bool:
-        tuner = StructureTuner(space=space, seed=seed, sampler="random", n_start=1, explore_every=0, **options)
-        tuner.tell(trap, ms(trap))
-        tuner.tell(tie, ms(tie))
-        for _ in range(30):
-            idx = tuner.ask()
-            tuner.tell(idx, ms(idx))
-        return tuner.best()[1] == 1.0
+        return _walk_finds_best(space, ms, [trap, tie], 30, seed, **options)
 
     assert sum(finds_best(seed) for seed in range(40)) >= 18  # measured 24 of 40
     assert sum(finds_best(seed, ties=0.0) for seed in range(40)) <= 8  # the incumbent alone: 4 of 40
