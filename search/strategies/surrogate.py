@@ -25,6 +25,7 @@ class FailureModel:
                  resource_weight: float = 0.5, same_choices: bool = True,
                  own_path: Sequence[int] = ()) -> None:
         self.own_path = sorted(set(own_path))
+        self._fail_context: list[int] = []  # categorical dims a failure's reach is limited to (set by fit)
         self.same_choices = same_choices
         self.space = space
         self.l2 = l2
@@ -72,6 +73,7 @@ class FailureModel:
         self._resource = np.array([self.space.ordinal[d] and weight[d] > self.resource_weight
                                    for d in range(self.space.dims)], dtype=bool)
         self._context = self._choices_that_matter() if self.same_choices else []
+        self._fail_context = sorted(set(self._context) | set(self.own_path))
         return self
 
     def _choices_that_matter(self) -> list[int]:
@@ -107,7 +109,7 @@ class FailureModel:
             x = np.asarray(idx)
             r, c = self._resource, self._context
             failed, ran = self._failed, self._ran
-            cf = sorted(set(c) | set(self.own_path))
+            cf = self._fail_context
             if len(failed) and np.any(np.all(failed[:, r] <= x[r], axis=1) & np.all(failed[:, cf] == x[cf], axis=1)):
                 return 1.0
             if len(ran) and np.any(np.all(ran[:, r] >= x[r], axis=1) & np.all(ran[:, c] == x[c], axis=1)):
