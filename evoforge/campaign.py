@@ -591,7 +591,7 @@ class Campaign:
         has nothing new left to try and stops (saying so), so a campaign never spins."""
         if child.id in state.submitted or child.id in state.results:
             state.repeats_skipped += 1
-            if state.repeats_skipped >= 4 * max(8, self.config.budget_evals) and not state.in_flight - 1:
+            if state.repeats_skipped >= 4 * max(8, self.config.budget_evals) and state.in_flight <= 1:  # only this one
                 self._stop(state)
             return True
         state.submitted.add(child.id)
