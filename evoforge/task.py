@@ -234,14 +234,22 @@ def task_name(path: Path) -> str:
 
 
 def module_constants(tree: ast.Module) -> dict[str, Any]:
-    """Module-level ``NAME = <literal>`` assignments (the shape constants a task exposes)."""
+    """Module-level ``NAME = <literal>`` assignments (the shape constants a task exposes), and each name of a
+    ``D, H, W = 16, 32, 32`` unpacking."""
     out: dict[str, Any] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                out[node.targets[0].id] = ast.literal_eval(node.value)
-            except (ValueError, SyntaxError):
-                out[node.targets[0].id] = None
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = node.targets[0]
+        try:
+            value = ast.literal_eval(node.value)
+        except (ValueError, SyntaxError):
+            value = None
+        if isinstance(target, ast.Name):
+            out[target.id] = value
+        elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+            values = value if isinstance(value, tuple) and len(value) == len(target.elts) else [None] * len(target.elts)
+            out.update({e.id: v for e, v in zip(target.elts, values, strict=True)})
     return out
 
 

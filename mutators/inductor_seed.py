@@ -553,15 +553,16 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     import os
 
     import torch
+    import torch._inductor.config as inductor_config
 
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-        import torch._inductor.config as inductor_config
-
         inductor_config.cpu_backend = "triton"
         _stand_in_driver()
     import torch._dynamo.config as dynamo_config
+    import torch._inductor.kernel.conv  # noqa: F401  (registers Inductor's convolution lowering, replaced below)
     import torch.fx.experimental._config as fx_config
+    from torch._inductor import lowering as inductor_lowering
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
 
@@ -591,6 +592,13 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         return gm.forward  # the seed is what Inductor wrote; running it is the chain's business
 
     GraphLowering.save_output_code = staticmethod(save)  # type: ignore[method-assign]
+    # A convolution is a vendor call in the seed (its kernels fuse what surrounds it), so Inductor's own lowering
+    # of it is not wanted here: that lowering guards the weight's sizes to constants (``guard_int_seq``), and every
+    # kernel after the convolution was written for the captured channel count (on the H200, 10 of 25 level-2
+    # tasks failed the chain's odd sizes). As a plain fallback the sizes stay symbolic.
+    conv_lowering = inductor_lowering.lowerings[torch.ops.aten.convolution.default]
+    inductor_lowering.lowerings[torch.ops.aten.convolution.default] = inductor_lowering.fallback_handler(
+        torch.ops.aten.convolution.default, add_to_fallback_set=False)
     layer_norm_forward = torch.nn.LayerNorm.forward
     torch.nn.LayerNorm.forward = _layer_norm_sized_by_weight  # type: ignore[method-assign]
     from torch.nn.modules.instancenorm import _InstanceNorm
@@ -598,13 +606,15 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     instance_norm_forward = _InstanceNorm.forward
     _InstanceNorm.forward = _instance_norm_unchecked  # type: ignore[method-assign]
     try:
-        with torch.no_grad():
+        # The graph cache's key does not see the lowering replaced above: a cached graph would bring it back.
+        with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
             out = torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
     except Exception as e:  # noqa: BLE001  (any failure of torch.compile is a reason, not a traceback)
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         raise NoInductorSeed(f"torch.compile failed on this task ({type(e).__name__}: {first})") from None
     finally:
         GraphLowering.save_output_code = original  # type: ignore[method-assign]
+        inductor_lowering.lowerings[torch.ops.aten.convolution.default] = conv_lowering
         torch.nn.LayerNorm.forward = layer_norm_forward  # type: ignore[method-assign]
         _InstanceNorm.forward = instance_norm_forward  # type: ignore[method-assign]
     if len(codes) != 1 or len(graphs) != 1:

@@ -150,3 +150,16 @@ def test_search_bench_counts_its_budget_in_evaluations_as_run_does(capsys):
     assert main(["search-bench", str(SOFTMAX), "--budget-evals", "3", "--repeats", "1", "--json"]) == 0
     assert main(["search-bench", str(SOFTMAX), "--budget", "3", "--repeats", "1", "--json"]) == 0
     assert "--budget is now --budget-evals" in capsys.readouterr().err
+
+
+def test_sizes_a_task_unpacks_on_one_line_can_be_set():
+    """KernelBench's 3-D tasks write ``D, H, W = 24, 32, 32``; ``--set H=8`` was refused ("no module constant D,
+    H, W to set"), so such a task could not be made small enough for the interpreter."""
+    from evoforge.backends.task_inputs import check_task_inputs
+
+    from evoforge.task import Task
+
+    task = Task.load("L2/24", overrides={"batch_size": 2, "D": 5, "H": 6, "W": 7})
+    assert check_task_inputs(task).shapes[0] == (2, 3, 5, 6, 7)
+    with pytest.raises(UsageError, match="it has: .*D, H, W"):
+        Task.load("L2/24", overrides={"depth": 3})

@@ -75,3 +75,17 @@ def test_suite_times_the_kernels_in_mirrored_order():
     assert runs == ["eager", "compile", "best", "compile", "eager"]  # the two "best" timings run back to back
     assert calls.count("eager") == calls.count("compile") == calls.count("best") > 0
     assert set(times) == {"eager", "compile", "best"}
+
+
+def test_kernelbench_search_runs_a_campaign_from_inductor_seeds_under_each_rule(tmp_path):
+    """Two tasks no template serves, captured on the CPU: the strict one (LeakyReLU) and the one whose GEMM stays
+    in the vendor library (L2/9, addmm allowed) both start from their Inductor seed and keep a correct kernel."""
+    _run("kernelbench_search.py", "--smoke", "--budget", "2", "--out", str(tmp_path))
+    rows = {r["spec"]: r for r in map(json.loads, (tmp_path / "search.jsonl").read_text().splitlines())}
+    assert rows["L1/20"]["rule"] == "strict" and rows["L2/9"]["allow_ops"] == ["addmm"]
+    for row in rows.values():
+        assert row["seed_status"] == "ok" and row["best_operator"] and row["evaluations"] == 2
+    selection = json.loads((tmp_path / "selection.json").read_text())
+    assert [p["spec"] for p in selection["picked"]] == ["L1/20", "L2/9"]
+    text = _load("kernelbench_search.py").summarize([tmp_path / "search.jsonl"], tmp_path / "selection.json", tmp_path)
+    assert "a correct kernel: 2 of 2" in text and "vendor (addmm)" in text

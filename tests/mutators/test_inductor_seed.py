@@ -196,3 +196,28 @@ def test_a_scan_kernels_combine_function_travels_with_it(interpreter_evaluator):
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
                                                                         operator="inductor-seed"))
     assert result.ok, result.message
+
+
+def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(tmp_path, interpreter_evaluator):
+    """Inductor's convolution lowering guards the weight's sizes to constants, so the kernels after the
+    convolution were written for the captured channel count (on the H200, under the vendor rule, 10 of 25
+    level-2 tasks failed the chain's odd sizes: L2/24 wrote 24 channels where the odd size has 23). The capture
+    keeps the convolution a plain call; captured live, as the coverage run does."""
+    import subprocess
+    import sys
+
+    from evoforge.task import Task, resolve_task_path
+
+    out = tmp_path / "capture.json"
+    small = {"batch_size": 2, "in_channels": 3, "out_channels": 6, "D": 5, "H": 6, "W": 6}
+    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L2/24")), "cpu",
+                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
+    capture = InductorCapture.from_json(out.read_text())
+    weight = [line for line in capture.output_code.splitlines() if "assert_size_stride(" in line and "(6, 3, 3, 3, 3)" in line]
+    assert not weight, weight  # the weight's sizes are not literals where the graph takes its inputs
+    source = seed_from_capture(capture, allow_ops=("convolution",))
+    task = Task.load("L2/24", overrides=small, shapes=[{"out_channels": 5, "in_channels": 2, "W": 7}],
+                     allow_ops=["convolution"])
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
+                                                                        operator="inductor-seed"))
+    assert result.ok, result.message
