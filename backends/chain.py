@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 from evoforge.backends.arena import Arena, iter_tensors, nested_bytes, share
-from evoforge.backends.base import Backend, device_turn, interleaved_blocks
+from evoforge.backends.base import Backend, Timing, device_turn, interleaved_blocks
 from evoforge.backends.candidate_process import CandidateGone, CandidateProcess, staged_arena
 from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.backends.guards import OpRecorder, compute_ops
@@ -542,7 +542,9 @@ class VerificationChain:
             timings = interleaved_blocks({"ref": self.backend.block_timer(run_reference), "candidate": timer},
                                          budget_ms=self.options.timing_budget_ms,
                                          **({"max_reps": 8, "min_reps": 2} if not timer.representative else {}))
-        timer.check()
+        believed = timer.check()
+        if believed is not None:
+            timings["candidate"] = Timing.from_samples(believed, representative=timings["candidate"].representative)
         ref_ms, cand_ms = timings["ref"].median_ms, timings["candidate"].median_ms
         representative = timings["candidate"].representative
         result: dict[str, Any] = {"runtime_ms": cand_ms, "ref_ms": ref_ms,
@@ -605,6 +607,8 @@ class _CandidateTimer:
         self._rng = random.Random(chain.options.seed)
         self._draws = 0
         self._problems: list[tuple[EvalStatus, str]] = []
+        self._unexplained: list[str] = []  # blocks the judge's wall clock does not believe
+        self._blocks_times: list[tuple[list[float], bool]] = []  # each block's times, and whether the clock agreed
         backend = chain.backend
         settle = loaded.draw_inputs(chain.options.seed + 1_999_999)
         self.settle = settle  # the judge's own copy (the reference is timed on it); the candidate gets a lent one
@@ -688,11 +692,14 @@ class _CandidateTimer:
             calls = 2 * max(settle_reps, reps)  # the settling half and the timed half, every call flushed first
             explained = calls * (sum(times) / reps + self.chain.flush_ms())
             if wall_ms - self._round_trip_ms > _WALL_FACTOR * explained + _WALL_SLACK_MS:
-                self._problems.append((EvalStatus.REJECTED, (
+                self._unexplained.append(
                     f"the judge's wall clock saw {wall_ms:.4g} ms for a block whose device events account for "
                     f"{explained:.4g} ms (calls and cache flushes; a request's own round trip is "
                     f"{self._round_trip_ms:.3g} ms): the event times do not add up (patched timing, or work the "
-                    "timed stream does not see)")))
+                    "timed stream does not see)")
+                self._blocks_times.append((times, False))
+                return times
+        self._blocks_times.append((times, True))
         return times
 
     def _verify_outputs(self, reps: int) -> None:
@@ -734,10 +741,28 @@ class _CandidateTimer:
                                         "from an earlier call, or a shortcut taken only when timed)")
         self.chain._request(self.process, self.budget, "drop", "timing (outputs)")
 
-    def check(self) -> None:
+    def check(self) -> list[float] | None:
+        """Raise what the blocks showed; else the times to believe, where the wall clock disbelieved some blocks
+        (None: all of them). See ``believed_times``."""
         if self._problems:
             status, message = self._problems[0]
             raise _ChainFailure(status, message)
+        return believed_times(self._blocks_times, self._unexplained)
+
+
+def believed_times(blocks: list[tuple[list[float], bool]], unexplained: list[str]) -> list[float] | None:
+    """A block whose device events do not account for the judge's wall clock is not believed. Patched timing or
+    work the timed stream does not see shows in every block, so only a candidate none of whose blocks is believed
+    is rejected; a host stalled by its other work (16 compiles beside the evaluation) stretches one block's wall
+    clock, and that block's times are dropped rather than the candidate (on the H200, a correct KernelBench seed
+    was rejected so). A candidate that fakes some blocks gains nothing: those are the blocks dropped.
+    Returns the believed blocks' times, or None when every block was believed."""
+    if not unexplained:
+        return None
+    kept = [t for times, agreed in blocks for t in times if agreed]
+    if not kept:
+        raise _ChainFailure(EvalStatus.REJECTED, unexplained[0] + f" (in every one of its {len(blocks)} timed blocks)")
+    return kept
 
 
 _DTYPE_PEAK = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}

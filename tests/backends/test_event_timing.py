@@ -57,3 +57,22 @@ def test_blocks_alternate_so_a_drift_cancels():
     assert [name for name, _ in blocks] == ["a", "b", "a"]  # A B B A: the two B blocks run back to back
     assert blocks[1][1] == 2 * blocks[0][1] == 2 * blocks[2][1]
     assert timings["a"].samples == timings["b"].samples >= 10
+
+
+def test_a_block_the_wall_clock_disbelieves_is_dropped_and_a_candidate_none_of_whose_blocks_is_believed_rejected():
+    """The judge's wall clock over a timed block checks the device events (patched timing, or work the timed
+    stream does not see). A host stalled by its other work stretched one block's wall clock on the H200 and a
+    correct KernelBench seed was rejected; now the block is dropped, and only a candidate that fails the check in
+    every block is rejected. A cheat that fakes one block gains nothing: that block is the one dropped."""
+    from evoforge.backends.chain import _ChainFailure, believed_times
+
+    from evoforge.core import EvalStatus
+
+    honest, faked = [2.0, 2.1, 2.0], [0.1, 0.1, 0.1]
+    assert believed_times([(honest, True), (honest, True)], []) is None  # every block believed: nothing changes
+    why = "the judge's wall clock saw 900 ms for a block whose device events account for 12 ms"
+    assert believed_times([(honest, False), (honest, True)], [why]) == honest  # a stalled block, dropped
+    assert believed_times([(faked, False), (honest, True)], [why]) == honest  # a faked block gains nothing
+    with pytest.raises(_ChainFailure) as failure:
+        believed_times([(faked, False), (faked, False)], [why, why])
+    assert failure.value.status == EvalStatus.REJECTED and "in every one of its 2 timed blocks" in str(failure.value)
