@@ -189,6 +189,12 @@ def run(args: argparse.Namespace) -> None:
     if not mine:
         print("nothing left to run in this part", flush=True)
         return
+    if device == "cuda":  # torch.compile of each reference warmed in parallel workers, so that its timing below
+        # finds Inductor's caches filled (captures reused from an earlier call were warmed on another machine)
+        for p in mine:
+            (folder / f"{p['spec'].replace('/', '_')}.warm.json").unlink(missing_ok=True)
+        cov._capture_all([(p["spec"], Task.load(p["spec"]).path, {}) for p in mine], device, folder, args.workers,
+                         args.capture_timeout)
     t1 = time.perf_counter()
     campaign, summary = campaign_over(mine, out=args.out, budget=args.budget, seed=args.seed, captures=captures,
                                       device=device, per_device=args.evaluators_per_device,
