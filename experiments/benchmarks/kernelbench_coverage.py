@@ -297,10 +297,12 @@ def _fmt(row: dict, key: str) -> str:
 
 
 def summarize(paths: list[Path], out: Path) -> str:
-    rows = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
+    read = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
+    rows = list({(r["spec"], r["rule"]): r for r in read}.values())  # a later file's row (a re-check) replaces one
     tasks = sorted({r["spec"] for r in rows}, key=lambda s: (s.split("/")[0], int(s.split("/")[1])))
     lines = ["# KernelBench coverage: seeds from torch.compile, no LLM, no search", "",
-             f"Rows: {len(rows)} from {', '.join(str(p) for p in paths)}; tasks: {len(tasks)}.", ""]
+             f"Rows: {len(rows)} from {', '.join(str(p) for p in paths)} (where a task and rule appear twice, the "
+             f"later file's row); tasks: {len(tasks)}.", ""]
     for level in ("L1", "L2"):
         mine = [t for t in tasks if t.startswith(level + "/")]
         if not mine:

@@ -55,3 +55,17 @@ def test_the_summary_counts_each_rule_and_groups_the_reasons(tmp_path):
     assert "with vendor GEMM/conv allowed (strict where it has one): 1" in level2
     assert "2 x no_seed: Inductor calls mm from a vendor library" in level2
     assert "over torch.compile 0.500x" in text.split("## L1")[1]
+
+
+def test_a_recheck_replaces_the_earlier_row_of_its_task_and_rule(tmp_path):
+    cov = _script()
+    first = tmp_path / "shard.jsonl"
+    first.write_text(json.dumps({"task": "level1/20_LeakyReLU", "spec": "L1/20", "rule": "strict",
+                                 "status": "runtime_error", "message": "self.negative_slope missing"}) + "\n")
+    again = tmp_path / "recheck.jsonl"
+    again.write_text(json.dumps({"task": "level1/20_LeakyReLU", "spec": "L1/20", "rule": "strict", "status": "ok",
+                                 "vs_eager": 1.0, "vs_compile": 1.0, "seed_ms": 3.0, "eager_ms": 3.0,
+                                 "compile_ms": 3.0}) + "\n")
+    text = cov.summarize([first, again], tmp_path)
+    assert "correct seed under the strict rule: 1" in text
+    assert "runtime_error" not in text and text.count("| level1/20_LeakyReLU |") == 1
