@@ -8,15 +8,18 @@ torch.compile (``inductor-seed``), then the seed and the best kernel timed again
    in that order, until ``--pick`` tasks have a seed: under the strict rule where it gives one, else with exactly
    the vendor ops Inductor calls allowed (``allow_ops``: the rule the result runs under is in its row). A task
    whose capture gives no seed under either rule is skipped, its reason listed.
-3. One campaign over the picked tasks (``--part K/N`` of them per device call), ``--budget`` evaluations each,
-   the captures placed where the campaign's own set-up finds them (the path a user's campaign takes).
+3. One campaign over the picked tasks (``--part K/N`` of them), ``--budget`` evaluations each, the captures placed
+   where the campaign's own set-up finds them (the path a user's campaign takes). ``--minutes`` bounds this call's
+   share; a campaign left unfinished in ``OUT/run`` is resumed by the next call given the same ``OUT/run``
+   (``evoforge run --resume``), and only finished tasks are timed.
 4. For every task, in this process with nothing else on the GPU: eager, torch.compile, the seed and the best
    kernel timed together (0.5 s of all in turn, then mirrored do_bench medians; the coverage script's timing).
 
 Rows go to ``OUT/search.jsonl`` as each task is timed; ``--summarize`` writes ``OUT/search.md`` (geomean speedup
 over eager and torch.compile, fast_1 against each, the search's gain over its seed) from every jsonl given.
 
-    python3 -P experiments/benchmarks/kernelbench_search.py --pick 30 --part 1/2 --budget 16 --out $OUT    # GPU
+    python3 -P experiments/benchmarks/kernelbench_search.py --pick 30 --part 1/3 --budget 8 --minutes 6 \
+        --deadline 540 --captures CAPTURES --out $OUT                                                   # GPU
     python3 experiments/benchmarks/kernelbench_search.py --summarize experiments/results/kernelbench/search_*.jsonl \\
         --out experiments/results/kernelbench
     python3 experiments/benchmarks/kernelbench_search.py --smoke --out /tmp/search                          # CPU
@@ -89,8 +92,12 @@ def _seed_row(history: list, source_of_seed: str) -> tuple[Any, Any]:
 
 
 def campaign_over(picked: list[dict], *, out: Path, budget: int, seed: int, captures: dict[str, dict],
-                  device: str, per_device: int, timing_ms: float, overrides: dict[str, dict]) -> tuple[Any, dict]:
-    """One campaign over the picked tasks, each from the capture placed where the campaign's set-up reads it."""
+                  device: str, per_device: int, timing_ms: float, overrides: dict[str, dict],
+                  minutes: float = 0.0) -> tuple[Any, dict]:
+    """One campaign over the picked tasks, each from the capture placed where the campaign's set-up reads it.
+
+    ``OUT/run`` holding a campaign already (an earlier call's, carried back): it is resumed (``evoforge run
+    --resume``). ``minutes``: this call's share of the campaign's time (0: none); what is left goes on next call."""
     from evoforge.mutators.inductor_seed import InductorCapture
 
     from evoforge.campaign import Campaign
@@ -98,6 +105,10 @@ def campaign_over(picked: list[dict], *, out: Path, budget: int, seed: int, capt
     from evoforge.task import Task
 
     run_dir = out / "run"
+    resume = (run_dir / "config.json").exists()
+    before_s = 0.0
+    if resume and (run_dir / "campaign_state.json").exists():
+        before_s = float(json.loads((run_dir / "campaign_state.json").read_text()).get("elapsed_s", 0.0))
     (run_dir / "seeds").mkdir(parents=True, exist_ok=True)
     for p in picked:
         task = Task.load(p["spec"], overrides=overrides.get(p["spec"]) or None)
@@ -106,13 +117,13 @@ def campaign_over(picked: list[dict], *, out: Path, budget: int, seed: int, capt
         (run_dir / "seeds" / f"{task.name.replace('/', '_')}.inductor.json").write_text(json.dumps(data))
     cfg = CampaignConfig(name="kernelbench-search", out=str(run_dir), backend="cuda" if device == "cuda" else "interpreter",
                          budget_evals=budget, seed=seed, operators=["params", "rule"], timeout_s=180,
+                         budget_minutes=before_s / 60 + minutes if minutes else 0.0,
                          evaluators_per_device=per_device, timing_budget_ms=timing_ms,
                          tasks=[TaskConfig(spec=p["spec"], set=dict(overrides.get(p["spec"], {})),
                                            allow_ops=p["allow_ops"]) for p in picked])
-    campaign = Campaign(cfg, progress=False)
+    campaign = Campaign(cfg, resume=resume, progress=False)
     try:
-        campaign.setup()
-        summary = asyncio.run(campaign.run())
+        summary = asyncio.run(campaign.run()) if campaign.start() else campaign.finish()
     finally:
         campaign.close()
     return campaign, summary
@@ -185,27 +196,33 @@ def run(args: argparse.Namespace) -> None:
     mine = picked[k - 1::n]
     rows_path = args.out / "search.jsonl"
     done = {json.loads(line)["spec"] for line in rows_path.read_text().splitlines()} if rows_path.exists() else set()
-    mine = [p for p in mine if p["spec"] not in done]
-    if not mine:
+    if all(p["spec"] in done for p in mine):
         print("nothing left to run in this part", flush=True)
         return
     if device == "cuda":  # torch.compile of each reference warmed in parallel workers, so that its timing below
         # finds Inductor's caches filled (captures reused from an earlier call were warmed on another machine)
-        for p in mine:
+        todo = [p for p in mine if p["spec"] not in done]
+        for p in todo:
             (folder / f"{p['spec'].replace('/', '_')}.warm.json").unlink(missing_ok=True)
-        cov._capture_all([(p["spec"], Task.load(p["spec"]).path, {}) for p in mine], device, folder, args.workers,
+        cov._capture_all([(p["spec"], Task.load(p["spec"]).path, {}) for p in todo], device, folder, args.workers,
                          args.capture_timeout)
     t1 = time.perf_counter()
     campaign, summary = campaign_over(mine, out=args.out, budget=args.budget, seed=args.seed, captures=captures,
                                       device=device, per_device=args.evaluators_per_device,
-                                      timing_ms=args.timing_ms, overrides=overrides)
+                                      timing_ms=args.timing_ms, overrides=overrides, minutes=args.minutes)
     campaign_s = time.perf_counter() - t1
     print(f"campaign over {len(mine)} tasks: {campaign_s:.0f} s", flush=True)
     suite = _load("h200_suite")
-    for p in mine:
+    for p in (p for p in mine if p["spec"] not in done):
         task = Task.load(p["spec"], overrides=overrides.get(p["spec"]) or None)
         state = campaign.tasks[task.name]
         t = summary["tasks"][task.name]
+        if t["evaluations"] < args.budget and not t.get("stopped"):
+            print(f"{p['spec']}: {t['evaluations']} of {args.budget} evaluations; the next call resumes it", flush=True)
+            continue  # its campaign goes on next call (OUT/run carried back), then it is timed
+        if args.deadline and time.perf_counter() - t0 > args.deadline:
+            print(f"stopped by --deadline {args.deadline:g} s before timing {p['spec']}", flush=True)
+            break
         row = {"task": task.name, "spec": p["spec"], "rule": p["rule"], "allow_ops": p["allow_ops"],
                "budget": args.budget, "evaluations": t["evaluations"], "statuses": t["statuses"],
                "stopped": t.get("stopped", ""), "campaign_s": campaign_s, "tasks_in_campaign": len(mine)}
@@ -283,6 +300,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--capture-timeout", type=float, default=240.0)
     ap.add_argument("--captures", type=Path, help="captures of an earlier call (reused; new ones are added)")
+    ap.add_argument("--minutes", type=float, default=0.0,
+                    help="this call's campaign time; an unfinished campaign (OUT/run) resumes on the next call")
+    ap.add_argument("--deadline", type=float, default=0.0, help="no task is timed after this many seconds in all")
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
     ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/search.md from these jsonl files")
     ap.add_argument("--selection", type=Path, help="with --summarize: the selection.json of the run")
