@@ -130,6 +130,7 @@ class Campaign:
         self.started = time.monotonic()
         self.tasks: dict[str, TaskState] = {}
         self._input_shapes: dict[str, tuple[tuple[int, ...], ...]] = {}  # task -> its inputs' shapes (meta device)
+        self._input_bytes: dict[str, int] = {}  # task -> its inputs' bytes at the main shape
         self.mutators: dict[str, Mutator] = {}
         self.store: Store | None = None
         self.pool: Any = None
@@ -190,6 +191,7 @@ class Campaign:
 
         size = check_task_inputs(task)
         self._input_shapes[task.name] = size.shapes if size is not None else ()
+        self._input_bytes[task.name] = size.nbytes if size is not None else 0
         warning = size_warning(task, size, host=self.backend.device_count() == 0, backend=self.backend.name)
         if warning:
             log.warning(warning)
@@ -413,11 +415,20 @@ class Campaign:
     def start_pool(self) -> None:
         """Ray and the evaluation actors; then the resolved config is written (the run directory now holds a
         campaign that ``--resume`` continues)."""
-        from evoforge.search.pool import EvalPool, init_ray, pool_shape
+        from evoforge.search.pool import EvalPool, evaluators_that_fit, init_ray, pool_shape
 
         assert self.backend is not None, "prepare() first"
         cfg = self.config
-        workers, num_gpus = pool_shape(self.backend, workers=cfg.workers, per_device=cfg.evaluators_per_device)
+        per_device = cfg.evaluators_per_device
+        if self.backend.device_count() and self._input_bytes:
+            biggest = max(self._input_bytes, key=lambda name: self._input_bytes[name])
+            device_bytes = int(self.backend.properties.get("total_memory_bytes") or 0)
+            per_device = evaluators_that_fit(per_device, self._input_bytes[biggest], device_bytes)
+            if per_device < cfg.evaluators_per_device:
+                self.say(f"campaign {cfg.name}: task {biggest} has {self._input_bytes[biggest] / 2**30:.1f} GiB of "
+                         f"inputs; {cfg.evaluators_per_device} evaluations at once would not fit in the device's "
+                         f"{device_bytes / 2**30:.0f} GiB, so {per_device} per device evaluate (evaluators_per_device)")
+        workers, num_gpus = pool_shape(self.backend, workers=cfg.workers, per_device=per_device)
         where = f"the Ray cluster at {cfg.ray_address}" if cfg.ray_address else "a local Ray"
         self.say(f"campaign {cfg.name}: {len(self.tasks)} task(s), {cfg.budget_evals} evaluations each, on "
                  f"{self.backend.name} ({cfg.arch}); starting {workers} evaluator(s) in {where}, which takes a "

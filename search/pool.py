@@ -74,6 +74,24 @@ def pool_shape(backend: Backend, *, workers: int = 0, per_device: int = 2) -> tu
     return workers or devices * per_device, 1.0 / per_device
 
 
+#: A judge's device memory per byte of a task's inputs, for one evaluation: the judge's input sets for timing, the
+#: reference's outputs and its float64 copies, and the candidate process's own copy (a staged arena). On the H200
+#: one evaluation of L1/39 (6.4 GB of inputs) held 47 GiB in the judge's process and more in the candidate's, and
+#: the evaluations beside it ran out of memory (experiments/results/kernelbench/README.md): 12 leaves room.
+JUDGE_BYTES_PER_INPUT_BYTE = 12
+
+
+def evaluators_that_fit(per_device: int, input_bytes: int, device_bytes: int) -> int:
+    """How many of ``per_device`` evaluators one device holds at once for a task whose inputs are ``input_bytes``
+    (at least one: a task too big for one evaluation is the judge's to refuse, with the device's own message).
+    Evaluators sharing a device that cannot hold all their evaluations fail each other's candidates with
+    ``OutOfMemoryError``, which the record would blame on the candidates."""
+    if per_device <= 1 or input_bytes <= 0 or device_bytes <= 0:
+        return max(per_device, 1)
+    fits = int(0.9 * device_bytes // (JUDGE_BYTES_PER_INPUT_BYTE * input_bytes))
+    return max(1, min(per_device, fits))
+
+
 @ray.remote
 class EvalActor:
     """Evaluates one candidate at a time on the device Ray gave it."""

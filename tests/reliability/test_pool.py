@@ -207,3 +207,17 @@ def test_a_pool_share_starts_one_pool_per_set_up_and_lends_it_again(local_ray, t
         assert wait_gone([actor_pid], timeout_s=30) == []
     finally:
         share.shutdown()
+
+
+def test_evaluators_sharing_a_device_are_as_many_as_its_memory_holds():
+    """On the H200, two evaluators beside each other on KernelBench's L1/31 and L1/39 (6.4 GB of inputs each) ran
+    the GPU out of memory, and the record blamed the candidates (`crashed`, `runtime_error`). The campaign now
+    starts only as many evaluators per device as the biggest task's evaluations fit."""
+    from evoforge.search.pool import evaluators_that_fit
+
+    h200 = 150_000_000_000
+    assert evaluators_that_fit(2, 6_442_450_944, h200) == 1  # L1/31's 4096 x 393216 float32
+    assert evaluators_that_fit(4, 268_435_456, h200) == 4  # L1/51's 256 MiB: four fit
+    assert evaluators_that_fit(4, 3_000_000_000, h200) == 3
+    assert evaluators_that_fit(2, 10 * h200, h200) == 1  # never none: one evaluation says what the device says
+    assert evaluators_that_fit(2, 1 << 20, 0) == 2  # a device that does not say its memory keeps what was asked
