@@ -544,6 +544,25 @@ def _instance_norm_unchecked(self: Any, x: Any) -> Any:
     return self._apply_instance_norm(x)
 
 
+def _max_pool1d_as_2d(self: Any, x: Any) -> Any:
+    """nn.MaxPool1d.forward as a 2-D pooling of height one (the same function).
+
+    ``torch.max_pool1d`` is ATen C++ that reads the input's length as a plain integer, so dynamo specialised it and
+    the seed's output length was the captured one (on the H200: L1/41 one element too long at the chain's odd
+    length; L2/55's pooled width fixed to its ``out_features``). ``max_pool2d`` keeps it symbolic. With
+    ``return_indices`` the module's own forward runs."""
+    import torch.nn.functional as F
+    from torch.nn.modules.utils import _single
+
+    if self.return_indices:  # what the module's own forward does
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, ceil_mode=self.ceil_mode,
+                            return_indices=True)
+    stride = _single(self.stride if self.stride is not None else self.kernel_size)
+    out = F.max_pool2d(x.unsqueeze(-2), (1, *_single(self.kernel_size)), (1, *stride), (0, *_single(self.padding)),
+                       (1, *_single(self.dilation)), self.ceil_mode)
+    return out.squeeze(-2)
+
+
 def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda") -> InductorCapture:
     """torch.compile the task's reference with Inductor and record what it made (see the module docstring).
 
@@ -605,6 +624,8 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
 
     instance_norm_forward = _InstanceNorm.forward
     _InstanceNorm.forward = _instance_norm_unchecked  # type: ignore[method-assign]
+    max_pool1d_forward = torch.nn.MaxPool1d.forward
+    torch.nn.MaxPool1d.forward = _max_pool1d_as_2d  # type: ignore[method-assign]
     try:
         # The graph cache's key does not see the lowering replaced above: a cached graph would bring it back.
         with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
@@ -617,6 +638,7 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         inductor_lowering.lowerings[torch.ops.aten.convolution.default] = conv_lowering
         torch.nn.LayerNorm.forward = layer_norm_forward  # type: ignore[method-assign]
         _InstanceNorm.forward = instance_norm_forward  # type: ignore[method-assign]
+        torch.nn.MaxPool1d.forward = max_pool1d_forward  # type: ignore[method-assign]
     if len(codes) != 1 or len(graphs) != 1:
         raise NoInductorSeed(f"torch.compile made {len(graphs)} graphs ({len(codes)} output codes) of this task where "
                              "the seed needs one")

@@ -221,3 +221,24 @@ def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(tmp_path, 
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
                                                                         operator="inductor-seed"))
     assert result.ok, result.message
+
+
+def test_a_max_pool1d_length_stays_symbolic(tmp_path, interpreter_evaluator):
+    """``torch.max_pool1d`` reads the input's length as a plain integer, so dynamo specialised it and the seed's
+    output length was the captured one (on the H200: L1/41 one element too long at the chain's odd length). The
+    capture pools in 2-D with a height of one, which keeps the length symbolic; captured live."""
+    import subprocess
+    import sys
+
+    from evoforge.task import Task, resolve_task_path
+
+    out = tmp_path / "capture.json"
+    small = {"batch_size": 2, "features": 4, "sequence_length": 64}
+    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L1/41")), "cpu",
+                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
+    capture = InductorCapture.from_json(out.read_text())
+    assert "L['x'].size()[2]" in capture.graph_inputs, capture.graph_inputs
+    task = Task.load("L1/41", overrides=small, shapes=[{"sequence_length": 61}])
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
+                                                                        operator="inductor-seed"))
+    assert result.ok, result.message
