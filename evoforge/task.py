@@ -234,22 +234,23 @@ def task_name(path: Path) -> str:
 
 
 def module_constants(tree: ast.Module) -> dict[str, Any]:
-    """Module-level ``NAME = <literal>`` assignments (the shape constants a task exposes), and each name of a
-    ``D, H, W = 16, 32, 32`` unpacking."""
+    """Module-level ``NAME = <literal>`` assignments (the shape constants a task exposes), each name of a
+    ``D, H, W = 16, 32, 32`` unpacking and of a ``height = width = 256`` chain."""
     out: dict[str, Any] = {}
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        if not isinstance(node, ast.Assign):
             continue
-        target = node.targets[0]
         try:
             value = ast.literal_eval(node.value)
         except (ValueError, SyntaxError):
             value = None
-        if isinstance(target, ast.Name):
-            out[target.id] = value
-        elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
-            values = value if isinstance(value, tuple) and len(value) == len(target.elts) else [None] * len(target.elts)
-            out.update({e.id: v for e, v in zip(target.elts, values, strict=True)})
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                out[target.id] = value
+            elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+                n = len(target.elts)
+                values = value if isinstance(value, tuple) and len(value) == n else [None] * n
+                out.update({e.id: v for e, v in zip(target.elts, values, strict=True)})
     return out
 
 

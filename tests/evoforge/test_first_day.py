@@ -153,8 +153,9 @@ def test_search_bench_counts_its_budget_in_evaluations_as_run_does(capsys):
 
 
 def test_sizes_a_task_unpacks_on_one_line_can_be_set():
-    """KernelBench's 3-D tasks write ``D, H, W = 24, 32, 32``; ``--set H=8`` was refused ("no module constant D,
-    H, W to set"), so such a task could not be made small enough for the interpreter."""
+    """KernelBench's 3-D tasks write ``D, H, W = 24, 32, 32`` (and 15 tasks ``height = width = 256``); ``--set H=8``
+    was refused ("no module constant D, H, W to set"), so such a task could not be made small enough for the
+    interpreter, and the chain's odd sizes never varied those dimensions."""
     from evoforge.backends.task_inputs import check_task_inputs
 
     from evoforge.task import Task
@@ -163,3 +164,5 @@ def test_sizes_a_task_unpacks_on_one_line_can_be_set():
     assert check_task_inputs(task).shapes[0] == (2, 3, 5, 6, 7)
     with pytest.raises(UsageError, match="it has: .*D, H, W"):
         Task.load("L2/24", overrides={"depth": 3})
+    chained = Task.load("L2/32", overrides={"batch_size": 2, "height": 9, "width": 7})  # height = width = 256
+    assert check_task_inputs(chained).shapes[0] == (2, 64, 9, 7)
