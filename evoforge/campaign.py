@@ -131,6 +131,7 @@ class Campaign:
         self.tasks: dict[str, TaskState] = {}
         self._input_shapes: dict[str, tuple[tuple[int, ...], ...]] = {}  # task -> its inputs' shapes (meta device)
         self._input_bytes: dict[str, int] = {}  # task -> its inputs' bytes at the main shape
+        self.not_started: dict[str, str] = {}  # task -> why it has no seed (a campaign of several goes on without it)
         self.mutators: dict[str, Mutator] = {}
         self.store: Store | None = None
         self.pool: Any = None
@@ -167,7 +168,7 @@ class Campaign:
                                  "--seed-kernel FILE (a CuTe module with CUDA_SRC), or add llm-generate to "
                                  "--operators with an LLM endpoint")
             if seed_path is None:
-                out.append((task, self._inductor_seed(task)))
+                out.append((task, None))  # from torch.compile: captured below, all such tasks at once
                 continue
             source = read_candidate_file(str(seed_path), flag="--seed-kernel")
             try:
@@ -182,6 +183,35 @@ class Campaign:
                                  f"language {language} (a CuTe seed keeps CUDA C++ in CUDA_SRC and loads it with "
                                  "evoforge.backends.cute.load; drop the language to take the seed's)")
             out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)}, own)))
+        return self._inductor_seeds(out)
+
+    def _inductor_seeds(self, pairs: list[tuple[Task, Candidate | None]]) -> list[tuple[Task, Candidate]]:
+        """Every task no template serves gets its seed from torch.compile, the captures run side by side (each a
+        process compiling on the CPU: a benchmark's hundred tasks one after another took the better part of an
+        hour to start). In a campaign of several tasks, one that cannot start this way is left out with one line
+        (``summary["not_started"]``) and the others run; alone, or with every task so, it stops the campaign."""
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        waiting = [task for task, seed in pairs if seed is None]
+        if waiting:
+            with ThreadPoolExecutor(max(1, min(len(waiting), (os.cpu_count() or 2) // 2, 8))) as pool:
+                list(pool.map(self._capture_inductor, waiting))
+        out = []
+        for task, seed in pairs:
+            if seed is None:
+                try:
+                    seed = self._inductor_seed(task)
+                except UsageError as e:
+                    if len(pairs) == 1:
+                        raise
+                    self.not_started[task.name] = str(e)
+                    log.warning("%s; the campaign goes on without it", e)
+                    continue
+            out.append((task, seed))
+        if not out:
+            raise UsageError(f"no task of this campaign can start: {next(iter(self.not_started.values()))} (and "
+                             f"{len(self.not_started) - 1} more, each logged above)")
         return out
 
     def _check_inputs(self, task: Task) -> None:
@@ -220,12 +250,37 @@ class Campaign:
         return [seed.with_params(start.change, operator=KNOWLEDGE_START, parents=(seed.id,),
                                  meta={**seed.meta, "move": start.why}) for start in starts]
 
-    def _inductor_seed(self, task: Task) -> Candidate:
-        """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured in a process
-        of its own on the campaign's device; where Inductor's code cannot be a candidate, one line says why."""
+    def _captured(self, task: Task) -> Path:
+        return self.run_dir / "seeds" / f"{task.name.replace('/', '_')}.inductor.json"
+
+    def _capture_inductor(self, task: Task) -> None:
+        """torch.compile's Triton for the task, captured in a process of its own on the campaign's device, written
+        where ``_inductor_seed`` reads it (a resumed campaign finds it there); a failure is written as its reason."""
         import subprocess
         import sys
 
+        captured = self._captured(task)
+        if captured.exists():
+            return
+        captured.parent.mkdir(parents=True, exist_ok=True)
+        device = str(self.backend.device).split(":")[0]
+        log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", task.path, device,
+                                   str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
+                                  timeout=max(600.0, self.config.timeout_s))
+        except subprocess.TimeoutExpired:
+            reason = "torch.compile did not finish within 600 s"
+        else:
+            if proc.returncode == 0 and captured.exists():
+                return
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+            reason = f"capturing torch.compile's code failed ({tail})"
+        atomic_write(captured.with_suffix(".failed"), reason)  # not the capture: a resume tries again
+
+    def _inductor_seed(self, task: Task) -> Candidate:
+        """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured by
+        ``_capture_inductor``; where Inductor's code cannot be a candidate, one line says why."""
         from evoforge.mutators.inductor_seed import (
             INDUCTOR_SEED,
             InductorCapture,
@@ -233,22 +288,11 @@ class Campaign:
             seed_from_capture,
         )
 
-        folder = self.run_dir / "seeds"
-        folder.mkdir(parents=True, exist_ok=True)
-        stem = task.name.replace("/", "_")
-        captured = folder / f"{stem}.inductor.json"
+        captured = self._captured(task)
+        folder, stem = captured.parent, captured.name.removesuffix(".inductor.json")
         if not captured.exists():
-            device = str(self.backend.device).split(":")[0]
-            log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
-            try:
-                proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", task.path, device,
-                                       str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
-                                      timeout=max(600.0, self.config.timeout_s))
-            except subprocess.TimeoutExpired:
-                return self._no_seed(task, "torch.compile did not finish within 600 s")
-            if proc.returncode != 0 or not captured.exists():
-                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-                return self._no_seed(task, f"capturing torch.compile's code failed ({tail})")
+            failed = captured.with_suffix(".failed")
+            return self._no_seed(task, failed.read_text() if failed.exists() else "torch.compile was not captured")
         data = json.loads(captured.read_text())
         if "no_seed" in data:
             return self._no_seed(task, data["no_seed"])
@@ -837,7 +881,8 @@ class Campaign:
         self._last_save = 0.0
         self._save_state()
         summary = {"campaign": self.config.name, "run_dir": str(self.run_dir), "tasks": {},
-                   "elapsed_s": round(self.elapsed_s(), 2), "backend": self.backend.name, "arch": self.config.arch}
+                   "elapsed_s": round(self.elapsed_s(), 2), "backend": self.backend.name, "arch": self.config.arch,
+                   "not_started": dict(self.not_started)}
         for name, state in self.tasks.items():
             best = state.best()
             seed_result = state.results.get(state.seed.id)

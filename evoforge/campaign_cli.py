@@ -93,6 +93,8 @@ def print_leaderboard(summary: dict[str, Any]) -> None:
     for name, t in summary["tasks"].items():
         if t.get("stopped_early"):
             console.print(f"[yellow]{name} stopped early: {t['stopped_early']}[/yellow]", highlight=False)
+    for name, why in summary.get("not_started", {}).items():
+        console.print(f"[yellow]{name} not started: {why}[/yellow]", highlight=False)
     if interpreted:
         console.print("[yellow]Times come from the Triton interpreter on the CPU: they check correctness, "
                       "not GPU speed.[/yellow]")

@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> None:
         task = Task.load(p["spec"], overrides=overrides.get(p["spec"]) or None)
         state = campaign.tasks[task.name]
         t = summary["tasks"][task.name]
-        if t["evaluations"] < args.budget and not t.get("stopped"):
+        if t["evaluations"] < args.budget and not t.get("stopped_early"):
             print(f"{p['spec']}: {t['evaluations']} of {args.budget} evaluations; the next call resumes it", flush=True)
             continue  # its campaign goes on next call (OUT/run carried back), then it is timed
         if args.deadline and time.perf_counter() - t0 > args.deadline:
@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> None:
             break
         row = {"task": task.name, "spec": p["spec"], "rule": p["rule"], "allow_ops": p["allow_ops"],
                "budget": args.budget, "evaluations": t["evaluations"], "statuses": t["statuses"],
-               "stopped": t.get("stopped", ""), "campaign_s": campaign_s, "tasks_in_campaign": len(mine)}
+               "stopped": t.get("stopped_early") or "", "campaign_s": campaign_s, "tasks_in_campaign": len(mine)}
         row.update(time_task(task, state, cov, suite, device))
         with rows_path.open("a") as f:
             f.write(json.dumps(row) + "\n")
