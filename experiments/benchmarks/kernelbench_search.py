@@ -217,7 +217,8 @@ def run(args: argparse.Namespace) -> None:
         task = Task.load(p["spec"], overrides=overrides.get(p["spec"]) or None)
         state = campaign.tasks[task.name]
         t = summary["tasks"][task.name]
-        if t["evaluations"] < args.budget and not t.get("stopped_early"):
+        # Cut by this call's share of time (its stop says so too), or not stopped at all: the next call goes on.
+        if t["evaluations"] < args.budget and (campaign.out_of_time() or not t.get("stopped_early")):
             print(f"{p['spec']}: {t['evaluations']} of {args.budget} evaluations; the next call resumes it", flush=True)
             continue  # its campaign goes on next call (OUT/run carried back), then it is timed
         if args.deadline and time.perf_counter() - t0 > args.deadline:
