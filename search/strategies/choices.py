@@ -13,6 +13,9 @@ by tile sizes):
   a path together with a tile change only once the path alone was timed and was not slower (or did not fit).
 A path is read whole at its destination: from the bf16 split (which reads no PRECISION) to SPLIT none is one move
 per PRECISION it lands on, not one per PRECISION the bf16 config happened to carry.
+A move never timed whose change contains one seen to cost time in another context, in the same direction (from
+the bf16 split to the tf32 split, timed with one PRECISION), is taken to cost time too (``compose``): on the
+recorded fp32 GEMM the walk otherwise paid once more for every PRECISION the slower split can carry.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ Context = tuple[int, tuple[int, ...]]  # (dimension, the other categorical dimen
 
 
 class ChoiceEffects:
-    def __init__(self, space: ParamSpace, *, tolerance: float = 0.002, margin: float = 0.05) -> None:
+    def __init__(self, space: ParamSpace, *, tolerance: float = 0.002, margin: float = 0.05,
+                 compose: bool = True) -> None:
+        self.compose = compose
         self.space = space
         self.tolerance = tolerance
         self.margin = margin
@@ -77,10 +82,20 @@ class ChoiceEffects:
 
         The destination's path is read whole: from the bf16 split (which never reads PRECISION) to SPLIT none is a
         different move for each PRECISION it lands on, and each is timed once, not once per PRECISION the walk
-        happens to leave behind."""
+        happens to leave behind. A move never timed is True where a part of it was seen to cost (``compose``)."""
+        ratio = self.ratio(anchor, to)
+        if ratio is not None:
+            return ratio > math.log1p(self.margin)
+        if self.compose and self._part_costs(self.path(anchor), self.path(to)):
+            return True
+        return None
+
+    def ratio(self, anchor: Sequence[int], to: Sequence[int]) -> float | None:
+        """The mean log ratio of ``to``'s path's time over ``anchor``'s at equal sizes: 0.0 on the same path, None
+        when the two paths were never timed at equal sizes."""
         start, end = self.path(anchor), self.path(to)
         if start == end:
-            return False
+            return 0.0
         seen = []
         for a, b, ratio in self._pairs:
             pa, pb = self.path(a), self.path(b)
@@ -88,9 +103,20 @@ class ChoiceEffects:
                 seen.append(ratio)
             elif (pa, pb) == (end, start):
                 seen.append(-ratio)
-        if not seen:
-            return None
-        return sum(seen) / len(seen) > math.log1p(self.margin)
+        return sum(seen) / len(seen) if seen else None
+
+    def _part_costs(self, start: tuple[int, ...], end: tuple[int, ...]) -> bool:
+        """Whether a pair of paths timed elsewhere changed some of the values ``start`` -> ``end`` changes, the same
+        way, and nothing else, and cost more than ``margin``."""
+        moved = {k for k in range(len(start)) if start[k] != end[k]}
+        for a, b, ratio in self._pairs:
+            pa, pb = self.path(a), self.path(b)
+            for x, y, r in ((pa, pb, ratio), (pb, pa, -ratio)):
+                part = {k for k in range(len(x)) if x[k] != y[k]}
+                if (r > math.log1p(self.margin) and part and part <= moved
+                        and all(x[k] == start[k] and y[k] == end[k] for k in part)):
+                    return True
+        return False
 
     def flip(self, anchor: Sequence[int], d: int, value: int) -> bool | None:
         """``costs`` of flipping ``d`` of ``anchor`` to ``value`` alone."""

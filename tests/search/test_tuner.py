@@ -124,3 +124,50 @@ def test_a_failure_is_not_certain_on_a_path_seen_to_do_different_work() -> None:
     assert tuner_after()._pfail(at(128, 4, "tf32x3")) == 1.0  # larger than a failure on its own path
     assert tuner_after()._pfail(at(128, 3, "bf16x3")) < 0.5  # the same tiles on the cheaper path: proposed
     assert tuner_after(own_path_factor=0.0)._pfail(at(128, 3, "bf16x3")) == 1.0  # read across paths: condemned
+
+
+def test_a_walk_on_a_slower_path_moves_its_best_tiles_to_the_faster_path() -> None:
+    """Two paths timed apart (the tf32x3 split twice the time of bf16x3 at equal tiles), and the fastest config so
+    far on the slower one: its tiles on the faster path are predicted twice as fast, and are run next, not left to
+    a walk that happens to flip the choice (on the recorded fp32 GEMM one walk stayed on tf32x3 for 25 of 30)."""
+    space = ParamSpace.from_dict({"BLOCK": [32, 64, 128, 256], "stages": [2, 3, 4], "SPLIT": ["bf16x3", "tf32x3"]})
+
+    def at(block: int, stages: int, split: str) -> tuple[int, ...]:
+        idx = space.indices_of({"BLOCK": block, "stages": stages, "SPLIT": split})
+        assert idx is not None
+        return idx
+
+    def first_move(seed: int, **options: bool) -> tuple[int, ...]:
+        tuner = StructureTuner(space=space, seed=seed, sampler="random", n_start=1, explore_every=0, **options)
+        tuner.tell(at(32, 2, "bf16x3"), 1.0)
+        tuner.tell(at(32, 2, "tf32x3"), 2.0)
+        tuner.tell(at(128, 3, "tf32x3"), 0.8)  # the incumbent, on the slower path
+        return tuner.ask()
+
+    assert all(first_move(seed) == at(128, 3, "bf16x3") for seed in range(10))
+    assert sum(first_move(seed, transfer=False) == at(128, 3, "bf16x3") for seed in range(10)) <= 3
+
+
+def test_a_choice_seen_to_cost_time_is_not_paid_for_again_with_another_value_beside_it() -> None:
+    """The tf32x3 split, timed with PRECISION tf32, costs twice the bf16x3 split at equal tiles. With PRECISION ieee
+    it is a path never timed, but the part of the move that was timed (the split) costs the same there: the walk
+    does not flip into it (before, each PRECISION the slower split can carry cost one more evaluation)."""
+    space = ParamSpace.from_dict({"BLOCK": [32, 64, 128], "stages": [2, 3], "SPLIT": ["bf16x3", "tf32x3"],
+                                  "PRECISION": ["tf32", "ieee"]})
+
+    def at(block: int, stages: int, split: str, precision: str) -> tuple[int, ...]:
+        idx = space.indices_of({"BLOCK": block, "stages": stages, "SPLIT": split, "PRECISION": precision})
+        assert idx is not None
+        return idx
+
+    def split_moves(**options: bool) -> list[tuple[int, ...]]:
+        tuner = StructureTuner(space=space, seed=0, sampler="random", n_start=1, explore_every=0, **options)
+        tuner.tell(at(32, 2, "bf16x3", "tf32"), 1.0)
+        tuner.tell(at(32, 2, "tf32x3", "tf32"), 2.0)
+        tuner.tell(at(64, 2, "bf16x3", "tf32"), 0.6)  # the incumbent
+        pool = tuner._pool(at(64, 2, "bf16x3", "tf32"), tuner._proposed_kernels())
+        d = space.names.index("SPLIT")
+        return [n for n in pool if space.values[d][n[d]] == "tf32x3"]
+
+    assert split_moves() == []
+    assert split_moves(compose=False)  # each PRECISION on the slower split was worth a run
