@@ -18,8 +18,9 @@ torch.compile (``inductor-seed``), then the seed and the best kernel timed again
 Rows go to ``OUT/search.jsonl`` as each task is timed; ``--summarize`` writes ``OUT/search.md`` (geomean speedup
 over eager and torch.compile, fast_1 against each, the search's gain over its seed) from every jsonl given.
 
-    python3 -P experiments/benchmarks/kernelbench_search.py --pick 30 --part 1/3 --budget 8 --minutes 6 \
-        --deadline 540 --captures CAPTURES --out $OUT                                                   # GPU
+    python3 -P experiments/benchmarks/kernelbench_search.py --pick 30 --part 1/3 --budget 8 --minutes 6 \\
+        --deadline 540 --captures CAPTURES --selection experiments/results/kernelbench/search_selection_seed0.json \\
+        --out $OUT                                                                                      # GPU
     python3 experiments/benchmarks/kernelbench_search.py --summarize experiments/results/kernelbench/search_*.jsonl \\
         --out experiments/results/kernelbench
     python3 experiments/benchmarks/kernelbench_search.py --smoke --out /tmp/search                          # CPU
@@ -174,6 +175,8 @@ def run(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     if args.smoke:
         order, overrides = list(SMOKE), dict(SMOKE)
+    elif args.selection:  # a committed choice, as it was made (templates added since do not reshuffle it)
+        order, overrides = json.loads(args.selection.read_text())["order"], {}
     else:
         order, overrides = untemplated(args.levels, args.seed), {}
     folder = args.captures or args.out / "captures"
@@ -306,7 +309,8 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=0.0, help="no task is timed after this many seconds in all")
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
     ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/search.md from these jsonl files")
-    ap.add_argument("--selection", type=Path, help="with --summarize: the selection.json of the run")
+    ap.add_argument("--selection", type=Path, help="a run's selection.json: its order is used again (and with "
+                    "--summarize, its picks and skips are listed)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     if args.summarize is not None:

@@ -82,25 +82,25 @@ def test_a_task_with_no_way_in_stops_at_set_up_in_one_line(tmp_path, capsys):
 
 def test_a_campaign_of_several_tasks_goes_on_without_one_that_cannot_start(tmp_path, capsys):
     """A benchmark campaign (experiments/campaigns/kernelbench_l1.toml: 100 tasks) stopped at set-up on its first
-    GEMM, which Inductor leaves to cuBLAS: one task with no way in cost the other 99. Now that task is left out with
+    batched GEMM, which Inductor leaves to cuBLAS: one task with no way in cost the other 99. Now that task is left out with
     one line, said at set-up and in the summary, and the others run."""
     out = _with_capture(tmp_path, (FIXTURES / "inductor" / "level1_20_LeakyReLU.cpu.json").read_text())
     reason = "Inductor made no Triton kernel for this task (it runs as library calls only)"
-    (out / "seeds" / "level1_2_Standard_matrix_multiplication_.inductor.json").write_text(json.dumps({"no_seed": reason}))
+    (out / "seeds" / "level1_3_Batched_matrix_multiplication.inductor.json").write_text(json.dumps({"no_seed": reason}))
     config = tmp_path / "two.toml"
     config.write_text(f'[campaign]\nname = "two"\nout = "{out}"\nbackend = "interpreter"\nbudget_evals = 2\n'
-                      '[[tasks]]\nspec = "L1/2"\nset = {M = 64, N = 64, K = 64}\n'
+                      '[[tasks]]\nspec = "L1/3"\nset = {batch_size = 2, m = 8, k = 8, n = 8}\n'
                       '[[tasks]]\nspec = "L1/20"\nset = {batch_size = 4, dim = 1000}\n')
     proc = cli_main(capsys, "run", str(config), "--quiet")
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["tasks"]) == ["level1/20_LeakyReLU"] and summary["tasks"]["level1/20_LeakyReLU"]["evaluations"]
-    assert reason in summary["not_started"]["level1/2_Standard_matrix_multiplication_"]
-    assert "level1/2_Standard_matrix_multiplication_ not started" in proc.stdout + proc.stderr
+    assert reason in summary["not_started"]["level1/3_Batched_matrix_multiplication"]
+    assert "level1/3_Batched_matrix_multiplication not started" in proc.stdout + proc.stderr
     # Every task so: the campaign stops, in one line.
     none = tmp_path / "none" / "seeds"
     none.mkdir(parents=True)
-    for stem in ("level1_20_LeakyReLU", "level1_2_Standard_matrix_multiplication_"):
+    for stem in ("level1_20_LeakyReLU", "level1_3_Batched_matrix_multiplication"):
         (none / f"{stem}.inductor.json").write_text(json.dumps({"no_seed": reason}))
     proc = cli_main(capsys, "run", str(config), "--quiet", "--out", str(none.parent))
     assert proc.returncode == 2 and "no task of this campaign can start" in proc.stderr, proc.stderr[-2000:]

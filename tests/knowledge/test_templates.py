@@ -87,6 +87,13 @@ CASES = [
 ]
 
 
+def for_task(value, task_name: str):
+    """An entry's ``set`` or ``shapes``: the same for all its tasks, or one per task name (``other``: the rest)."""
+    if isinstance(value, dict) and (task_name in value or "other" in value):
+        return value.get(task_name, value.get("other"))
+    return value
+
+
 @pytest.mark.parametrize(("file_name", "task_name", "params"), CASES)
 def test_template_passes_the_chain(file_name, task_name, params, interpreter_evaluator):
     """On the session's evaluation process (a process of its own would cost its start-up again), with this
@@ -94,7 +101,8 @@ def test_template_passes_the_chain(file_name, task_name, params, interpreter_eva
     from evoforge.backends.options import ChainOptions
 
     entry = INDEX[file_name]
-    task = Task.load(f"{task_name}.py", overrides=entry["set"], shapes=entry["shapes"])
+    task = Task.load(f"{task_name}.py", overrides=for_task(entry["set"], task_name),
+                     shapes=for_task(entry["shapes"], task_name))
     source = (TEMPLATES / file_name).read_text()
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name, params=params),
                                             options=ChainOptions(trials=2, timing=False), timeout_s=120)
