@@ -31,9 +31,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import functools
 import importlib.util
 import json
-import math
 import os
 import random
 import sys
@@ -243,11 +243,9 @@ def run(args: argparse.Namespace) -> None:
     (args.out / f"meta_{k}of{n}.json").write_text(json.dumps(meta, indent=1))
 
 
-def _geo(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def summarize(paths: list[Path], selection: Path | None, out: Path) -> str:
+    cov = _load("kernelbench_coverage")
+    _geo = cov._geo
     rows = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
     timed = [r for r in rows if "vs_eager" in r]
     seeded = [r for r in timed if "gain_over_seed" in r]
@@ -277,15 +275,13 @@ def summarize(paths: list[Path], selection: Path | None, out: Path) -> str:
               "best vs compile | gain over seed |",
               "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
-    def f(r: dict, key: str) -> str:
-        return f"{r[key]:.4g}" if isinstance(r.get(key), float) else ""
-
     for r in sorted(rows, key=lambda r: (r["spec"].split("/")[0], int(r["spec"].split("/")[1]))):
         rule = r["rule"] + (f" ({', '.join(r['allow_ops'])})" if r.get("allow_ops") else "")
         best = r.get("best_operator") or f"no correct kernel (seed: {r.get('seed_status', '')})"
-        lines.append(f"| {r['task']} | {rule} | {r['evaluations']} | {best} | {f(r, 'seed_ms')} | {f(r, 'best_ms')} | "
-                     f"{f(r, 'eager_ms')} | {f(r, 'compile_ms')} | {f(r, 'vs_eager')} | {f(r, 'vs_compile')} | "
-                     f"{f(r, 'gain_over_seed')} |")
+        f = functools.partial(cov._fmt, r)
+        lines.append(f"| {r['task']} | {rule} | {r['evaluations']} | {best} | {f('seed_ms')} | {f('best_ms')} | "
+                     f"{f('eager_ms')} | {f('compile_ms')} | {f('vs_eager')} | {f('vs_compile')} | "
+                     f"{f('gain_over_seed')} |")
     text = "\n".join(lines) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "search.md").write_text(text)

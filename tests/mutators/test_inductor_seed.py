@@ -23,6 +23,19 @@ def _capture(name: str) -> InductorCapture:
     return InductorCapture.from_json((CAPTURES / name).read_text())
 
 
+def _capture_live(tmp_path, spec: str, overrides: dict) -> InductorCapture:
+    """The task captured on the CPU in a process of its own, as the coverage run and a campaign capture it."""
+    import subprocess
+    import sys
+
+    from evoforge.task import resolve_task_path
+
+    out = tmp_path / "capture.json"
+    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path(spec)), "cpu",
+                    str(out), json.dumps(overrides)], check=True, capture_output=True, timeout=900)
+    return InductorCapture.from_json(out.read_text())
+
+
 def test_relu_capture_becomes_a_tunable_standalone_candidate():
     source = seed_from_capture(_capture("level1_19_ReLU.cpu.json"))
     assert static_check(source) is None
@@ -144,16 +157,10 @@ def test_instancenorm_capture_keeps_the_channel_count_symbolic(tmp_path, interpr
     """InstanceNorm2d compares the input's channel count to ``num_features`` (only to warn); dynamo guarded on it,
     so the channel count became a literal and the seed was wrong at the chain's odd size (on the H200: L1/34
     incorrect, 64 channels written where the odd size has 63). Captured here, live, as the coverage run does."""
-    import subprocess
-    import sys
+    from evoforge.task import Task
 
-    from evoforge.task import Task, resolve_task_path
-
-    out = tmp_path / "capture.json"
     small = {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8}
-    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L1/34")), "cpu",
-                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
-    capture = InductorCapture.from_json(out.read_text())
+    capture = _capture_live(tmp_path, "L1/34", small)
     assert "L['x'].size()[1]" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/34", overrides=small, shapes=[{"features": 3, "dim2": 5}])
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
@@ -166,16 +173,10 @@ def test_a_module_float_read_by_a_stateless_model_reaches_the_seed(tmp_path, int
     Model only where it had those, so the float Inductor reads was missing (on the H200: L1/20 and L1/36 raised
     AttributeError: 'ModelNew' object has no attribute 'negative_slope' / 'eps'). Captured live, as the coverage
     run does."""
-    import subprocess
-    import sys
+    from evoforge.task import Task
 
-    from evoforge.task import Task, resolve_task_path
-
-    out = tmp_path / "capture.json"
     small = {"batch_size": 2, "dim": 8}
-    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L1/20")), "cpu",
-                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
-    capture = InductorCapture.from_json(out.read_text())
+    capture = _capture_live(tmp_path, "L1/20", small)
     assert "L['self'].negative_slope" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/20", overrides=small, shapes=[{"dim": 5}])
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
@@ -203,16 +204,10 @@ def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(tmp_path, 
     convolution were written for the captured channel count (on the H200, under the vendor rule, 10 of 25
     level-2 tasks failed the chain's odd sizes: L2/24 wrote 24 channels where the odd size has 23). The capture
     keeps the convolution a plain call; captured live, as the coverage run does."""
-    import subprocess
-    import sys
+    from evoforge.task import Task
 
-    from evoforge.task import Task, resolve_task_path
-
-    out = tmp_path / "capture.json"
     small = {"batch_size": 2, "in_channels": 3, "out_channels": 6, "D": 5, "H": 6, "W": 6}
-    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L2/24")), "cpu",
-                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
-    capture = InductorCapture.from_json(out.read_text())
+    capture = _capture_live(tmp_path, "L2/24", small)
     weight = [line for line in capture.output_code.splitlines() if "assert_size_stride(" in line and "(6, 3, 3, 3, 3)" in line]
     assert not weight, weight  # the weight's sizes are not literals where the graph takes its inputs
     source = seed_from_capture(capture, allow_ops=("convolution",))
@@ -227,16 +222,10 @@ def test_a_max_pool1d_length_stays_symbolic(tmp_path, interpreter_evaluator):
     """``torch.max_pool1d`` reads the input's length as a plain integer, so dynamo specialised it and the seed's
     output length was the captured one (on the H200: L1/41 one element too long at the chain's odd length). The
     capture pools in 2-D with a height of one, which keeps the length symbolic; captured live."""
-    import subprocess
-    import sys
+    from evoforge.task import Task
 
-    from evoforge.task import Task, resolve_task_path
-
-    out = tmp_path / "capture.json"
     small = {"batch_size": 2, "features": 4, "sequence_length": 64}
-    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path("L1/41")), "cpu",
-                    str(out), json.dumps(small)], check=True, capture_output=True, timeout=900)
-    capture = InductorCapture.from_json(out.read_text())
+    capture = _capture_live(tmp_path, "L1/41", small)
     assert "L['x'].size()[2]" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/41", overrides=small, shapes=[{"sequence_length": 61}])
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
