@@ -17,6 +17,7 @@ strategy with a ``decision(candidate)`` method has what it decided about each ch
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import sys
@@ -195,8 +196,9 @@ class Campaign:
 
         waiting = [task for task, seed in pairs if seed is None]
         if waiting:
-            with ThreadPoolExecutor(max(1, min(len(waiting), (os.cpu_count() or 2) // 2, 8))) as pool:
-                list(pool.map(self._capture_inductor, waiting))
+            side_by_side = max(1, min(len(waiting), (os.cpu_count() or 2) // 2, 8))
+            with ThreadPoolExecutor(side_by_side) as pool:
+                list(pool.map(functools.partial(self._capture_inductor, side_by_side=side_by_side), waiting))
         out = []
         for task, seed in pairs:
             if seed is None:
@@ -253,11 +255,13 @@ class Campaign:
     def _captured(self, task: Task) -> Path:
         return self.run_dir / "seeds" / f"{task.name.replace('/', '_')}.inductor.json"
 
-    def _capture_inductor(self, task: Task) -> None:
+    def _capture_inductor(self, task: Task, side_by_side: int = 1) -> None:
         """torch.compile's Triton for the task, captured in a process of its own on the campaign's device, written
         where ``_inductor_seed`` reads it (a resumed campaign finds it there); a failure is written as its reason."""
         import subprocess
         import sys
+
+        from evoforge.mutators.inductor_seed import capture_env
 
         captured = self._captured(task)
         if captured.exists():
@@ -268,7 +272,7 @@ class Campaign:
         try:
             proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", task.path, device,
                                    str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
-                                  timeout=max(600.0, self.config.timeout_s))
+                                  timeout=max(600.0, self.config.timeout_s), env=capture_env(side_by_side))
         except subprocess.TimeoutExpired:
             reason = "torch.compile did not finish within 600 s"
         else:

@@ -563,6 +563,18 @@ def _max_pool1d_as_2d(self: Any, x: Any) -> Any:
     return out.squeeze(-2)
 
 
+def capture_env(side_by_side: int) -> dict[str, str]:
+    """The environment of a capture process that runs beside ``side_by_side - 1`` others. Inductor compiles a
+    graph's kernels in a pool of as many processes as the machine has cores, each importing torch; fourteen
+    captures side by side would start two hundred of them on sixteen cores. Side by side, the captures share the
+    cores between their pools instead. A ``TORCHINDUCTOR_COMPILE_THREADS`` the user set is kept."""
+    import os
+
+    env = dict(os.environ)
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, side_by_side))))
+    return env
+
+
 def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda") -> InductorCapture:
     """torch.compile the task's reference with Inductor and record what it made (see the module docstring).
 

@@ -37,7 +37,8 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -93,36 +94,56 @@ def capture_one(task_path: str, device: str, out: str, overrides: dict[str, Any]
     Path(out).write_text(json.dumps(row))
 
 
-def _capture_all(tasks: list[tuple[str, str, dict]], device: str, folder: Path, workers: int,
-                 timeout_s: float) -> dict[str, dict]:
-    folder.mkdir(parents=True, exist_ok=True)
+def capture_iter(tasks: list[tuple[str, str, dict]], device: str, folder: Path, workers: int, timeout_s: float,
+                 stop_at: float = 0.0) -> Iterator[tuple[str, dict | None]]:
+    """Each task's capture (torch.compile warmed, then ``inductor_seed.capture``), in worker processes side by
+    side, yielded as each is done: (name, its data), or (name, None) where ``stop_at`` (a ``time.perf_counter``)
+    came before it was made (not captured: a later call does it)."""
+    from evoforge.mutators.inductor_seed import capture_env
 
-    def one(item: tuple[str, str, dict]) -> tuple[str, dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+    env = capture_env(workers)
+
+    def left() -> float:
+        return stop_at - time.perf_counter() if stop_at else math.inf
+
+    def one(item: tuple[str, str, dict]) -> tuple[str, dict | None]:
         name, path, overrides = item
         stem = folder / name.replace("/", "_")
         out, warm = stem.with_suffix(".json"), stem.with_suffix(".warm.json")
         row: dict[str, Any] = {}
-        if device == "cuda":
-            if not warm.exists():
-                _worker(["--warm-one", path, str(warm), json.dumps(overrides)], warm, timeout_s, "torch.compile")
-            if warm.exists():
-                row.update(json.loads(warm.read_text()))
-        if not out.exists():
-            failed = _worker(["--capture-one", path, device, str(out), json.dumps(overrides)], out, timeout_s,
-                             "capture")
-            if failed:
-                return name, {**row, "no_seed": failed}
-        return name, {**row, **json.loads(out.read_text())}
+        steps = [("torch.compile", ["--warm-one", path, str(warm), json.dumps(overrides)], warm)] if device == "cuda" else []
+        steps.append(("capture", ["--capture-one", path, device, str(out), json.dumps(overrides)], out))
+        for what, argv, target in steps:
+            if not target.exists():
+                if left() <= 0:
+                    return name, None
+                cut = left() < timeout_s
+                failed = _worker(argv, target, min(timeout_s, left()), what, env)
+                if failed and cut and "did not finish" in failed:
+                    return name, None  # stopped by the call's time, not the task's fault
+                if failed and what == "capture":
+                    return name, {**row, "no_seed": failed}
+            if target.exists():
+                row.update(json.loads(target.read_text()))
+        return name, row
 
     with ThreadPoolExecutor(workers) as pool:
-        return dict(pool.map(one, tasks))
+        for future in as_completed([pool.submit(one, item) for item in tasks]):
+            yield future.result()
 
 
-def _worker(argv: list[str], out: Path, timeout_s: float, what: str) -> str:
+def _capture_all(tasks: list[tuple[str, str, dict]], device: str, folder: Path, workers: int,
+                 timeout_s: float) -> dict[str, dict]:
+    return {name: data for name, data in capture_iter(tasks, device, folder, workers, timeout_s) if data is not None}
+
+
+def _worker(argv: list[str], out: Path, timeout_s: float, what: str, env: dict[str, str] | None = None) -> str:
     """Run this script as a worker; "" when it wrote ``out``, else the reason (its last stderr line, with the
     traceback kept beside ``out`` as .log)."""
     try:
-        proc = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, timeout=timeout_s,
+                              env=env)
     except subprocess.TimeoutExpired:
         return f"{what} did not finish within {timeout_s:g} s"
     if proc.returncode != 0 or not out.exists():
@@ -160,15 +181,14 @@ def convert(data: dict) -> dict[str, Any]:
     return out
 
 
-def evaluate(rows_path: Path, name: str, spec: str, overrides: dict, data: dict, evaluator: Any, suite: Any,
-             device: str) -> list[dict]:
-    import torch
+def verdicts(name: str, spec: str, overrides: dict, data: dict, evaluator: Any) -> list[tuple[dict, str, Any]]:
+    """The capture under each rule through the verification chain: (row, seed source, candidate) per rule."""
     from evoforge.mutators.inductor_seed import INDUCTOR_SEED
 
     from evoforge.core import Candidate
     from evoforge.task import Task
 
-    rows = []
+    out: list[tuple[dict, str, Any]] = []
     base = {"task": name, "spec": spec, "capture_s": data.get("capture_s"),
             "torch_compile_s": data.get("torch_compile_s"), "torch_compile_error": data.get("torch_compile_error")}
     for rule, made in convert(data).items():
@@ -177,7 +197,7 @@ def evaluate(rows_path: Path, name: str, spec: str, overrides: dict, data: dict,
             if made == "same as strict":
                 continue
             row.update(status="no_seed", message=made)
-            rows.append(row)
+            out.append((row, "", None))
             continue
         source, ops = made
         task = Task.load(spec, overrides=overrides or None, allow_ops=list(ops))
@@ -187,24 +207,42 @@ def evaluate(rows_path: Path, name: str, spec: str, overrides: dict, data: dict,
         result = evaluator.evaluate(task, cand)
         row.update(status=str(result.status), message=result.message[:300], chain_s=time.perf_counter() - t0,
                    chain_speedup=result.speedup)
-        if result.ok and device == "cuda" and "torch_compile_error" not in data:
-            try:
-                ref = suite.time_reference(task)
-                fns = {"eager": ref["eager"], "compile": ref["compile"],
-                       "seed": suite.time_best(task, source, cand.params)}
-                with torch.no_grad():
-                    times = _bench_together(fns)
-                row.update(eager_ms=times["eager"], compile_ms=times["compile"], seed_ms=times["seed"],
-                           vs_eager=times["eager"] / times["seed"], vs_compile=times["compile"] / times["seed"])
-            except Exception as e:  # noqa: BLE001  (a timing failure is recorded, the run goes on)
-                row["timing_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-            finally:
-                torch.cuda.empty_cache()
-        rows.append(row)
+        out.append((row, source, cand))
+    return out
+
+
+def needs_timing(judged: list[tuple[dict, str, Any]], data: dict, device: str) -> bool:
+    return device == "cuda" and "torch_compile_error" not in data and any(r["status"] == "ok" for r, _, _ in judged)
+
+
+def time_seeds(spec: str, overrides: dict, judged: list[tuple[dict, str, Any]], suite: Any) -> None:
+    """Where a rule's seed is correct: the seed, eager and torch.compile timed together, into its row."""
+    import torch
+
+    from evoforge.task import Task
+
+    for row, source, cand in judged:
+        if row["status"] != "ok":
+            continue
+        task = Task.load(spec, overrides=overrides or None, allow_ops=row["allow_ops"])
+        try:
+            ref = suite.time_reference(task)
+            fns = {"eager": ref["eager"], "compile": ref["compile"], "seed": suite.time_best(task, source, cand.params)}
+            with torch.no_grad():
+                times = _bench_together(fns)
+            row.update(eager_ms=times["eager"], compile_ms=times["compile"], seed_ms=times["seed"],
+                       vs_eager=times["eager"] / times["seed"], vs_compile=times["compile"] / times["seed"])
+        except Exception as e:  # noqa: BLE001  (a timing failure is recorded, the run goes on)
+            row["timing_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        finally:
+            torch.cuda.empty_cache()
+
+
+def write_rows(rows_path: Path, judged: list[tuple[dict, str, Any]]) -> None:
     with rows_path.open("a") as f:
-        for row in rows:
+        for row, _, _ in judged:
             f.write(json.dumps(row) + "\n")
-    return rows
+            print(json.dumps({k: row.get(k) for k in ("spec", "rule", "status", "vs_eager", "vs_compile")}), flush=True)
 
 
 def _bench_together(fns: dict[str, Any]) -> dict[str, float]:
@@ -253,23 +291,40 @@ def run(args: argparse.Namespace) -> None:
         task = Task.load(spec, overrides=overrides or None)
         todo.append((spec, task.path, overrides, task.name))
     t0 = time.perf_counter()
-    captures = _capture_all([(s, p, o) for s, p, o, _ in todo], device, args.out / "captures", args.workers,
-                            args.capture_timeout)
-    print(f"captured {len(captures)} tasks in {time.perf_counter() - t0:.0f} s", flush=True)
     suite = _suite()
     backend = "interpreter" if args.smoke else "cuda"
     evaluator = Evaluator(backend=backend, arch=None if args.smoke else "nvidia-sm90",
                           options=ChainOptions(trials=1 if args.smoke else 3, timing=False), timeout_s=180)
+    # Captures side by side on the CPU; each task's verdict (correctness only) as soon as its capture is made;
+    # the timing once every capture is done, with nothing else on the GPU. New captures stop at --capture-share
+    # of the deadline so that the timing keeps the rest.
+    stop_at = t0 + args.deadline * args.capture_share if args.deadline else 0.0
+    to_time: list[tuple[str, dict, list]] = []
+    captured = 0
     try:
-        for spec, _, overrides, name in todo:
-            if args.deadline and time.perf_counter() - t0 > args.deadline:
-                print(f"stopped by --deadline {args.deadline:g} s before {spec}", flush=True)
-                break
-            for row in evaluate(rows_path, name, spec, overrides, captures[spec], evaluator, suite, device):
-                print(json.dumps({k: row.get(k) for k in ("spec", "rule", "status", "vs_eager", "vs_compile")}),
-                      flush=True)
+        items = [(s, p, o) for s, p, o, _ in todo]
+        names = {s: (o, name) for s, _, o, name in todo}
+        for spec, data in capture_iter(items, device, args.out / "captures", args.workers, args.capture_timeout, stop_at):
+            if data is None or (args.deadline and time.perf_counter() - t0 > args.deadline * min(1.0, args.capture_share + 0.15)):
+                continue  # not captured, or no time left to judge it: a later call does it
+            captured += 1
+            overrides, name = names[spec]
+            judged = verdicts(name, spec, overrides, data, evaluator)
+            if needs_timing(judged, data, device):
+                to_time.append((spec, overrides, judged))
+            else:
+                write_rows(rows_path, judged)
+        print(f"captured and judged {captured} of {len(todo)} tasks in {time.perf_counter() - t0:.0f} s; "
+              f"{len(to_time)} to time", flush=True)
     finally:
         evaluator.close()
+    for spec, overrides, judged in to_time:
+        if args.deadline and time.perf_counter() - t0 > args.deadline:
+            print(f"stopped by --deadline {args.deadline:g} s before timing {spec} (its rows are left for a later call)",
+                  flush=True)
+            break
+        time_seeds(spec, overrides, judged, suite)
+        write_rows(rows_path, judged)
     meta = {"date": datetime.date.today().isoformat(), "torch": torch.__version__,
             "triton": __import__("triton").__version__,
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (CPU smoke)",
@@ -355,7 +410,9 @@ def main() -> None:
     ap.add_argument("--shard", default="0/1", help="K/N: every Nth task from the Kth (split over device calls)")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--capture-timeout", type=float, default=240.0)
-    ap.add_argument("--deadline", type=float, default=0.0, help="stop evaluating after this many seconds in all")
+    ap.add_argument("--deadline", type=float, default=0.0, help="no task is started after this many seconds in all")
+    ap.add_argument("--capture-share", type=float, default=0.65,
+                    help="with --deadline: no capture is started after this share of it (the timing has the rest)")
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
     ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/coverage.md from these jsonl files")
     ap.add_argument("--out", type=Path, required=True)

@@ -197,6 +197,13 @@ def run(args: argparse.Namespace) -> None:
          "skipped": skipped}, indent=1))
     k, n = (int(x) for x in args.part.split("/"))
     mine = picked[k - 1::n]
+    if args.tasks:  # this call's tasks named (the picks' own rules kept): say, the biggest ones together
+        unknown = sorted(set(args.tasks) - {p["spec"] for p in picked})
+        if unknown:
+            print(f"--tasks: {', '.join(unknown)} not among the {len(picked)} picked tasks "
+                  f"(see {args.out / 'selection.json'}); name picked tasks only", file=sys.stderr)
+            raise SystemExit(2)
+        mine = [p for p in picked if p["spec"] in args.tasks]
     rows_path = args.out / "search.jsonl"
     done = {json.loads(line)["spec"] for line in rows_path.read_text().splitlines()} if rows_path.exists() else set()
     if all(p["spec"] in done for p in mine):
@@ -294,6 +301,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="shuffles the tasks and seeds the campaign")
     ap.add_argument("--pick", type=int, default=30, help="tasks with a seed to choose")
     ap.add_argument("--part", default="1/1", help="K/N: every Nth picked task from the Kth (split over device calls)")
+    ap.add_argument("--tasks", nargs="*", help="these picked tasks instead of --part (a campaign's evaluators per "
+                    "GPU follow its biggest task: an 8 GiB task in every part would hold each part to one)")
     ap.add_argument("--budget", type=int, default=16, help="evaluations per task")
     ap.add_argument("--evaluators-per-device", type=int, default=4)
     ap.add_argument("--timing-ms", type=float, default=400.0, help="the chain's timing budget per evaluation")

@@ -94,3 +94,10 @@ def test_kernelbench_search_runs_a_campaign_from_inductor_seeds_under_each_rule(
     assert [p["spec"] for p in selection["picked"]] == ["L1/20", "L2/9"]
     text = _load("kernelbench_search.py").summarize([tmp_path / "search.jsonl"], tmp_path / "selection.json", tmp_path)
     assert "a correct kernel: 2 of 2" in text and "vendor (addmm)" in text
+    # A call may name its tasks among the picks (the biggest together); a task not picked is one line, exit 2.
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    wrong = subprocess.run([sys.executable, str(BENCH / "kernelbench_search.py"), "--smoke", "--tasks", "L1/19",
+                            "--out", str(tmp_path)], cwd=REPO, env=env, text=True, capture_output=True, timeout=600)
+    assert wrong.returncode == 2 and "--tasks: L1/19 not among the 2 picked tasks" in wrong.stderr
+    again = _run("kernelbench_search.py", "--smoke", "--tasks", "L2/9", "--out", str(tmp_path))
+    assert "nothing left to run" in again.stdout

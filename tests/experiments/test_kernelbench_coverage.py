@@ -69,3 +69,15 @@ def test_a_recheck_replaces_the_earlier_row_of_its_task_and_rule(tmp_path):
     text = cov.summarize([first, again], tmp_path)
     assert "correct seed under the strict rule: 1" in text
     assert "runtime_error" not in text and text.count("| level1/20_LeakyReLU |") == 1
+
+
+def test_tasks_the_calls_time_does_not_reach_are_left_for_a_later_call_not_recorded_as_failures(tmp_path):
+    """A device call's deadline that comes before a task's capture leaves the task uncaptured (a later call does
+    it), where a capture cut by the call's own time limit would have read as the task's failure."""
+    import time
+
+    cov = _script()
+    items = [("L1/19", str(REPO / "tests"), {}), ("L2/76", str(REPO / "tests"), {})]
+    got = dict(cov.capture_iter(items, "cpu", tmp_path / "captures", 2, 60.0, stop_at=time.perf_counter() - 1))
+    assert got == {"L1/19": None, "L2/76": None}
+    assert not list((tmp_path / "captures").iterdir())  # nothing started, nothing written

@@ -231,3 +231,20 @@ def test_a_max_pool1d_length_stays_symbolic(tmp_path, interpreter_evaluator):
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
                                                                         operator="inductor-seed"))
     assert result.ok, result.message
+
+
+def test_captures_side_by_side_share_the_cores_between_their_compile_pools(monkeypatch):
+    """Each capture's Inductor would start a compile pool as wide as the machine; fourteen side by side on sixteen
+    cores started two hundred processes importing torch. Side by side they split the cores; the user's own
+    setting wins."""
+    import os
+
+    from evoforge.mutators.inductor_seed import capture_env
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert capture_env(14)["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert capture_env(4)["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
+    assert capture_env(1)["TORCHINDUCTOR_COMPILE_THREADS"] == "16"
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "2")
+    assert capture_env(14)["TORCHINDUCTOR_COMPILE_THREADS"] == "2"
