@@ -295,6 +295,40 @@ def summarize(paths: list[Path], selection: Path | None, out: Path) -> str:
     return text
 
 
+def coverage_rows(rows: list[dict], selection: dict, captures: Path) -> list[dict]:
+    """The search's seeds as rows of the coverage script (same captures, same chain, same timing): the rule the
+    search ran under from its seed's evaluation and timing, the other rule from the capture's conversion, and a
+    row for each task skipped for want of a seed, so that the coverage counts the tasks the search reached."""
+    cov = _load("kernelbench_coverage")
+    by = {r["spec"]: r for r in rows}
+    out: list[dict] = []
+    for spec in [p["spec"] for p in selection["picked"]] + [s["spec"] for s in selection["skipped"]]:
+        data = json.loads((captures / f"{spec.replace('/', '_')}.json").read_text())
+        warm = captures / f"{spec.replace('/', '_')}.warm.json"
+        if warm.exists():
+            data.update(json.loads(warm.read_text()))
+        base = {"spec": spec, "capture_s": data.get("capture_s"), "torch_compile_s": data.get("torch_compile_s"),
+                "torch_compile_error": data.get("torch_compile_error"), "from": "kernelbench_search"}
+        r = by.get(spec)
+        base["task"] = r["task"] if r else spec
+        for rule, made in cov.convert(data).items():
+            if made == "same as strict":
+                continue
+            row = dict(base, rule=rule)
+            if r is None or rule != r["rule"]:
+                row.update(status="no_seed", message=made if isinstance(made, str) else "")
+                if not isinstance(made, str):  # a seed the search did not run (its other rule): not judged
+                    continue
+            else:
+                row.update(allow_ops=r["allow_ops"], status=r["seed_status"],
+                           message="" if r["seed_status"] == "ok" else "the seed's evaluation in the search campaign")
+                if "seed_ms" in r:
+                    row.update(seed_ms=r["seed_ms"], eager_ms=r["eager_ms"], compile_ms=r["compile_ms"],
+                               vs_eager=r["seed_vs_eager"], vs_compile=r["seed_vs_compile"])
+            out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", type=int, nargs="*", default=[1, 2])
@@ -316,10 +350,16 @@ def main() -> None:
     ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/search.md from these jsonl files")
     ap.add_argument("--selection", type=Path, help="a run's selection.json: its order is used again (and with "
                     "--summarize, its picks and skips are listed)")
+    ap.add_argument("--coverage-from", type=Path, help="with --summarize and --selection: the search's captures "
+                    "folder; its seeds are written as coverage rows (OUT/coverage_from_search.jsonl)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     if args.summarize is not None:
         print(summarize(args.summarize, args.selection, args.out))
+        if args.coverage_from:  # the seeds as coverage rows, beside the summary
+            rows = [json.loads(line) for p in args.summarize for line in p.read_text().splitlines() if line.strip()]
+            made = coverage_rows(rows, json.loads(args.selection.read_text()), args.coverage_from)
+            (args.out / "coverage_from_search.jsonl").write_text("".join(json.dumps(r) + "\n" for r in made))
         return
     if args.smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")

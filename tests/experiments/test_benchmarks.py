@@ -94,6 +94,11 @@ def test_kernelbench_search_runs_a_campaign_from_inductor_seeds_under_each_rule(
     assert [p["spec"] for p in selection["picked"]] == ["L1/20", "L2/9"]
     text = _load("kernelbench_search.py").summarize([tmp_path / "search.jsonl"], tmp_path / "selection.json", tmp_path)
     assert "a correct kernel: 2 of 2" in text and "vendor (addmm)" in text
+    # The seeds count in the coverage too: the rule run from the search, the other from the capture's conversion.
+    cover = _load("kernelbench_search.py").coverage_rows(list(rows.values()), selection, tmp_path / "captures")
+    got = {(r["spec"], r["rule"]): r["status"] for r in cover}
+    assert got == {("L1/20", "strict"): "ok", ("L2/9", "strict"): "no_seed", ("L2/9", "vendor"): "ok"}
+    assert "addmm" in next(r["message"] for r in cover if r["spec"] == "L2/9" and r["rule"] == "strict")
     # A call may name its tasks among the picks (the biggest together); a task not picked is one line, exit 2.
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     wrong = subprocess.run([sys.executable, str(BENCH / "kernelbench_search.py"), "--smoke", "--tasks", "L1/19",
