@@ -51,6 +51,8 @@ def init_ray(address: str = "", *, num_cpus: int | None = None, secret_names: tu
 
     try:
         with without_secrets(extra=secret_names):
+            # Put back inside: its name holds "AUTH", so the credential scrub takes it out with the secrets.
+            os.environ["RAY_AUTH_MODE"] = "disabled"
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
     finally:

@@ -221,3 +221,19 @@ def test_evaluators_sharing_a_device_are_as_many_as_its_memory_holds():
     assert evaluators_that_fit(4, 3_000_000_000, h200) == 3
     assert evaluators_that_fit(2, 10 * h200, h200) == 1  # never none: one evaluation says what the device says
     assert evaluators_that_fit(2, 1 << 20, 0) == 2  # a device that does not say its memory keeps what was asked
+
+
+def test_the_embedded_ray_starts_with_token_auth_off_as_designed():
+    """The embedded start turns Ray's token authentication off for itself (DESIGN.md); the credential scrub
+    around the start took ``RAY_AUTH_MODE`` out with the secrets (its name holds AUTH), and every campaign
+    printed Ray's "Token authentication is enabled" instead."""
+    import subprocess
+    import sys
+
+    code = ("from evoforge.search.pool import init_ray; import ray, os; init_ray(num_cpus=1); "
+            "print('after', os.environ.get('RAY_AUTH_MODE')); ray.shutdown()")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Token authentication is enabled" not in proc.stdout + proc.stderr
+    assert "after None" in proc.stdout  # for itself only: this process's environment is as it was
