@@ -282,7 +282,10 @@ def run(args: argparse.Namespace) -> None:
     specs = specs[k::n]
     args.out.mkdir(parents=True, exist_ok=True)
     rows_path = args.out / "coverage.jsonl"
-    done = {json.loads(line)["spec"] for line in rows_path.read_text().splitlines()} if rows_path.exists() else set()
+    done = set()
+    for path in [rows_path, *(args.done or [])]:  # this run's rows, and rows committed before (--done)
+        if path.exists():
+            done |= {json.loads(line)["spec"] for line in path.read_text().splitlines() if line.strip()}
     todo = []
     for spec in specs:
         if spec in done:
@@ -413,6 +416,8 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=0.0, help="no task is started after this many seconds in all")
     ap.add_argument("--capture-share", type=float, default=0.65,
                     help="with --deadline: no capture is started after this share of it (the timing has the rest)")
+    ap.add_argument("--done", type=Path, nargs="*", help="coverage rows already made (committed jsonl files): "
+                    "their tasks are not run again")
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
     ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/coverage.md from these jsonl files")
     ap.add_argument("--out", type=Path, required=True)

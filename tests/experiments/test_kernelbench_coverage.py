@@ -81,3 +81,21 @@ def test_tasks_the_calls_time_does_not_reach_are_left_for_a_later_call_not_recor
     got = dict(cov.capture_iter(items, "cpu", tmp_path / "captures", 2, 60.0, stop_at=time.perf_counter() - 1))
     assert got == {"L1/19": None, "L2/76": None}
     assert not list((tmp_path / "captures").iterdir())  # nothing started, nothing written
+
+
+def test_tasks_with_committed_rows_are_not_run_again(tmp_path):
+    """``--done`` names rows made before (the committed shards, the search's seeds): a call spends no device time
+    on their tasks."""
+    import os
+    import subprocess
+    import sys
+
+    done = tmp_path / "earlier.jsonl"
+    done.write_text("".join(json.dumps({"task": t, "spec": s, "rule": "strict", "status": "ok"}) + "\n"
+                            for t, s in (("level1/19_ReLU", "L1/19"), ("level2/76_Gemm", "L2/76"))))
+    proc = subprocess.run([sys.executable, str(REPO / "experiments" / "benchmarks" / "kernelbench_coverage.py"),
+                           "--smoke", "--done", str(done), "--out", str(tmp_path / "out")], cwd=REPO, text=True,
+                          capture_output=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "captured and judged 0 of 0 tasks" in proc.stdout
+    assert not (tmp_path / "out" / "captures").exists() or not list((tmp_path / "out" / "captures").iterdir())
