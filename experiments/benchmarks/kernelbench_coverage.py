@@ -102,7 +102,7 @@ def capture_iter(tasks: list[tuple[str, str, dict]], device: str, folder: Path, 
     from evoforge.mutators.inductor_seed import capture_env
 
     folder.mkdir(parents=True, exist_ok=True)
-    env = capture_env(workers)
+    env = capture_env(min(workers, max(1, len(tasks))))  # as many side by side as will run at once
 
     def left() -> float:
         return stop_at - time.perf_counter() if stop_at else math.inf
