@@ -294,8 +294,13 @@ class VerificationChain:
             import traceback
 
             text = "".join(traceback.format_exception_only(type(e), e)).strip()
+            details: dict[str, Any] = {"judge_error": True}
+            if isinstance(e, torch.OutOfMemoryError):  # the judge's own copies: the task's size, not the candidate
+                details["judge_out_of_memory"] = True
+                text = (f"the judge ran out of device memory (its inputs, the reference's outputs and the comparison "
+                        f"for this task, beside the candidate's process) while {self._where}: {text}")
             result = EvalResult.failure(EvalStatus.RUNTIME_ERROR, f"the judge failed while evaluating: {text}",
-                                        details={"judge_error": True})
+                                        details=details)
         finally:
             if process is not None:
                 process.close()

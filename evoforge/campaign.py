@@ -60,6 +60,11 @@ class _Failed:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+#: Evaluations of one task the judge itself runs out of device memory on, its first among them, before the task
+#: stops (one may be a neighbour's evaluation holding the memory for a moment; two say the task does not fit).
+JUDGE_OOM_STOP = 2
+
+
 @dataclass
 class TaskState:
     """What the campaign knows about one task: every evaluated child, in order."""
@@ -78,6 +83,7 @@ class TaskState:
     starts: list[Candidate] = field(default_factory=list)  # knowledge starts still to send (after the seed)
     submitted: set[str] = field(default_factory=set)  # ids of children sent to be evaluated (or served) this run
     repeats_skipped: int = 0  # children identical to one evaluated or under way, not evaluated again
+    judge_out_of_memory: int = 0  # evaluations the judge itself could not hold in the device's memory
 
     @property
     def evaluations(self) -> int:
@@ -668,6 +674,13 @@ class Campaign:
             parent_steps = max((state.correct_steps.get(p, 0) for p in candidate.parents), default=0)
             state.correct_steps[candidate.id] = parent_steps + 1 if result.ok else 0
         state.strategy.tell(candidate, result)
+        if result.details.get("judge_out_of_memory"):
+            state.judge_out_of_memory += 1
+            # Only where the task's own first evaluation (its seed, not a child) did not fit either: a child that
+            # hoards the device's memory in its process could otherwise stop its task for every child after it.
+            first = state.history[0][1]
+            if state.judge_out_of_memory >= JUDGE_OOM_STOP and first.details.get("judge_out_of_memory"):
+                self._stop_out_of_memory(state)
         if record:
             assert self.store is not None
             extra: dict[str, Any] = {"worker": worker, "wall_time_s": round(self.elapsed_s(), 3),
@@ -858,6 +871,21 @@ class Campaign:
             f"{self.config.budget_evals} evaluations: nothing left to try (tried {tried or 'nothing'}{repeats}; operators "
             f"{', '.join(self.config.operators)}{' (none applies to the seed)' if not ops else ''}); going on needs "
             f"{' or '.join(needs) or 'other operators'}")
+        log.warning("task %s: stopped early: %s", name, self.stopped[name])
+
+    def _stop_out_of_memory(self, state: TaskState) -> None:
+        """The judge could not hold the task's evaluations in the device's memory (its inputs, the reference's
+        outputs, the comparison, beside the candidate's process): every further child would fail the same way and
+        be recorded as if it were the child's fault. Said once, with what going on would need."""
+        name = state.task.name
+        if name in self.stopped:
+            return
+        gib = self._input_bytes.get(name, 0) / 2**30
+        size = f"its inputs are {gib:.1f} GiB; " if gib >= 0.05 else ""
+        self.stopped[name] = (
+            f"the judge ran out of the device's memory on {state.judge_out_of_memory} evaluations of this task "
+            f"({size}the judge holds several times that beside the candidate's process): going on needs a smaller "
+            "shape (--set), one evaluator per device (--evaluators-per-device 1), or a device with more memory")
         log.warning("task %s: stopped early: %s", name, self.stopped[name])
 
     def stop_reason(self, state: TaskState) -> str | None:

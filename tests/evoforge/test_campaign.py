@@ -196,3 +196,29 @@ def test_a_child_that_repeats_an_evaluated_config_is_not_evaluated_again(tmp_pat
     assert len(params) == len(set(params)) == 2, params
     why = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]["level1/19_ReLU"]["stopped_early"]
     assert "repeated a configuration already evaluated" in why, why
+
+
+def test_a_task_the_judge_cannot_hold_in_memory_stops_and_says_so(tmp_path):
+    """On the H200 every evaluation of an 8 GiB task ran the judge's own process out of device memory, and the
+    campaign spent its whole budget recording each child as a runtime_error of its own. The judge's out-of-memory
+    is named as such, and after two the task stops with what going on would need. (The stand-in reference raises
+    the error a device raises when the judge's copies do not fit.)"""
+    task = tmp_path / "too_big.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 8.00 GiB')\n\n\n"
+        "batch_size = 4\ndim = 1000\n\n\ndef get_inputs():\n    return [torch.randn(batch_size, dim)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    out = tmp_path / "run"
+    proc = run_cli("run", "--task", str(task), "--seed-kernel", str(FIXTURES / "relu" / "correct.py"),
+                   "--backend", "interpreter", "--budget-evals", "6", "--out", str(out), "--name", "big",
+                   "--operators", "params", "--workers", "1", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = next(iter(json.loads(proc.stdout.strip().splitlines()[-1])["tasks"].values()))
+    assert summary["evaluations"] == 2, summary
+    assert "the judge ran out of the device's memory on 2 evaluations" in summary["stopped_early"]
+    assert "--evaluators-per-device 1" in summary["stopped_early"]
+    trials = optuna.load_study(study_name=f"big/{next(iter(json.loads(proc.stdout.strip().splitlines()[-1])['tasks']))}",
+                               storage=f"sqlite:///{out}/optuna.db").trials
+    assert all("the judge ran out of device memory" in t.user_attrs["message"] for t in trials)

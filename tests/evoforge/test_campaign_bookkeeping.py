@@ -95,3 +95,26 @@ def test_an_unchanged_reply_leaves_a_correct_parent_correct(tmp_path, operator: 
     assert again.restore() == 2
     resumed = again._context(again_state, again_state.seed)
     assert resumed.parent_result.ok and resumed.lineage_correct_steps == 1
+
+
+def _judge_oom() -> EvalResult:
+    return EvalResult.failure(EvalStatus.RUNTIME_ERROR, "the judge failed while evaluating: the judge ran out of "
+                              "device memory ...", details={"judge_error": True, "judge_out_of_memory": True})
+
+
+def test_children_cannot_stop_their_task_by_running_the_judge_out_of_memory(tmp_path) -> None:
+    """A task whose judge runs out of device memory stops (tests/evoforge/test_campaign.py), but only where its
+    seed did not fit either: a child that holds the device's memory in its own process makes the judge fail beside
+    it, and two such children must not end the search for every child after them."""
+    campaign, state = _campaign(tmp_path / "run", ScriptedLLM())
+    campaign._absorb(state, state.seed, OK)
+    for n in range(3):
+        child = state.seed.with_params({"BLOCK": 2048 >> n}, operator="params")
+        campaign._absorb(state, child, _judge_oom())
+    assert state.judge_out_of_memory == 3 and state.task.name not in campaign.stopped
+
+    campaign, state = _campaign(tmp_path / "run2", ScriptedLLM())
+    campaign._absorb(state, state.seed, _judge_oom())
+    assert state.task.name not in campaign.stopped  # one may be a neighbour's moment
+    campaign._absorb(state, state.seed.with_params({"BLOCK": 2048}, operator="params"), _judge_oom())
+    assert "ran out of the device's memory on 2 evaluations" in campaign.stopped[state.task.name]
