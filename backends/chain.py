@@ -56,6 +56,11 @@ STARTUP_TIMEOUT_S = 120.0
 _COPY_INPUTS_BELOW = 256 << 20  # the reference gets copies of inputs smaller than this, always  # importing a candidate (its module-level code), on top of a fresh process
 
 
+#: The share of the device's memory the judge's own copies for a task must hold for a candidate's out-of-memory
+#: to count as the judge's (on the H200 an 8 GiB task's judge held 120 of 140 GiB; a small task's, a few).
+JUDGE_HOLDS_SHARE = 0.5
+
+
 class _ChainFailure(Exception):
     def __init__(self, status: EvalStatus, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -287,7 +292,11 @@ class VerificationChain:
             self._phases["start_s"] = time.perf_counter() - started
             result = self._run(task, candidate, process, budget)
         except _ChainFailure as f:
-            result = EvalResult.failure(f.status, str(f), details=f.details)
+            message, details = str(f), dict(f.details)
+            held = self._judge_holds_the_device(message)
+            if held:  # the candidate ran out because the judge's copies for this task take the device
+                message, details["judge_out_of_memory"] = f"{message} ({held})", True
+            result = EvalResult.failure(f.status, message, details=details)
         except CandidateGone as g:
             result = EvalResult.failure(g.status, f"{g} (while {self._where})")
         except Exception as e:  # the judge's own side failed (the reference, the device): start it afresh
@@ -311,6 +320,25 @@ class VerificationChain:
         if self._arena is not None and self._arena.staged:
             d["details"]["arena"] = "staged"  # inputs and outputs crossed through a file, not shared device memory
         return EvalResult.from_dict(d)
+
+    def _judge_holds_the_device(self, message: str) -> str:
+        """Where the candidate's process ran out of device memory while the judge's own copies for this task
+        (inputs, the reference's outputs, the arena) held at least half of the device: one line saying so, else
+        "". A candidate that runs out beside a judge that holds little (or says so on purpose) is its own fault."""
+        if "OutOfMemoryError" not in message and "out of memory" not in message:
+            return ""
+        device = str(self.backend.device)
+        if not device.startswith("cuda"):
+            return ""
+        try:
+            held = torch.cuda.memory_reserved(device)
+            total = torch.cuda.get_device_properties(device).total_memory
+        except Exception:  # noqa: BLE001  (no figure: no claim)
+            return ""
+        if held < JUDGE_HOLDS_SHARE * total:
+            return ""
+        return (f"the judge ran out of device memory for it: its own copies for this task held {held / 2**30:.0f} "
+                f"GiB of the device's {total / 2**30:.0f} GiB")
 
     # ------------------------------------------------------------------------------ the candidate's process
     def _start(self, task: Task, candidate: Candidate, budget: _Budget) -> CandidateProcess:

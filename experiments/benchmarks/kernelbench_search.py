@@ -139,6 +139,8 @@ def time_task(task: Any, state: Any, cov: Any, suite: Any, device: str) -> dict[
     seed_cand, seed_result = _seed_row(state.history, INDUCTOR_SEED)
     best = state.best()
     row["seed_status"] = str(seed_result.status) if seed_result is not None else "not evaluated"
+    if seed_result is not None and not seed_result.ok:
+        row["seed_message"] = seed_result.message[:300]
     if best is None:
         return row
     cand, result = best
@@ -321,7 +323,8 @@ def coverage_rows(rows: list[dict], selection: dict, captures: Path) -> list[dic
                     continue
             else:
                 row.update(allow_ops=r["allow_ops"], status=r["seed_status"],
-                           message="" if r["seed_status"] == "ok" else "the seed's evaluation in the search campaign")
+                           message="" if r["seed_status"] == "ok" else
+                           r.get("seed_message") or "the seed's evaluation in the search campaign")
                 if "seed_ms" in r:
                     row.update(seed_ms=r["seed_ms"], eager_ms=r["eager_ms"], compile_ms=r["compile_ms"],
                                vs_eager=r["seed_vs_eager"], vs_compile=r["seed_vs_compile"])

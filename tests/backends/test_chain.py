@@ -107,3 +107,16 @@ def test_broken_task_file_names_the_file(tmp_path, capsys):
     bad.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     proc = cli_main(capsys, "eval", str(bad), "tests/fixtures/relu/correct.py")
     assert proc.returncode == 2 and "bad_task.py" in proc.stderr and "get_inputs" in proc.stderr
+
+
+def test_a_candidate_that_runs_out_of_memory_beside_a_judge_holding_little_is_its_own_fault(
+        relu_task, interpreter_evaluator):
+    """A candidate's out-of-memory counts as the judge's (and can stop a task whose seed also ran out) only where the
+    judge's own copies hold half the device; a candidate that runs out, or says it did, beside a judge holding
+    little stays a runtime_error of its own."""
+    source = (FIXTURES / "relu" / "raises.py").read_text().replace(
+        'raise ValueError("kernel launch configuration is wrong")',
+        'raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")')
+    result = interpreter_evaluator.evaluate(relu_task, Candidate.from_source(source, task=relu_task.name))
+    assert result.status is EvalStatus.RUNTIME_ERROR and "out of memory" in result.message
+    assert not result.details.get("judge_out_of_memory") and "the judge ran out" not in result.message
