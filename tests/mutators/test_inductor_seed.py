@@ -23,6 +23,11 @@ def _capture(name: str) -> InductorCapture:
     return InductorCapture.from_json((CAPTURES / name).read_text())
 
 
+def _judge(evaluator, task, source: str):
+    """The seed through the chain, as the campaign evaluates an ``inductor-seed``."""
+    return evaluator.evaluate(task, Candidate.from_source(source, task=task.name, operator="inductor-seed"))
+
+
 def _capture_live(tmp_path, spec: str, overrides: dict) -> InductorCapture:
     """The task captured on the CPU in a process of its own, as the coverage run and a campaign capture it."""
     import subprocess
@@ -89,8 +94,7 @@ def test_a_seed_with_parameters_follows_the_chains_odd_init_sizes(interpreter_ev
     assert "(32, 16)" not in source
     task = Task.load("L2/76", overrides={"batch_size": 8, "in_features": 32, "out_features": 16, "bias_shape": [16]},
                      allow_ops=["addmm"])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, source)
     assert result.ok, result.message
 
 
@@ -119,8 +123,7 @@ def test_layernorm_seed_with_a_float_module_attribute_passes_the_chain(interpret
     source = seed_from_capture(capture)
     task = Task.load("L1/40", overrides={"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8},
                      shapes=[{"batch_size": 3}])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, source)
     assert result.ok, result.message
 
 
@@ -136,8 +139,7 @@ def test_layernorm_seed_holds_at_another_normalized_shape(interpreter_evaluator)
     source = seed_from_capture(capture)
     task = Task.load("L1/40", overrides={"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8},
                      shapes=[{"features": 3, "dim2": 5}])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, source)
     assert result.ok, result.message
 
 
@@ -148,8 +150,7 @@ def test_plain_attributes_of_the_model_reach_the_seed(interpreter_evaluator):
 
     source = seed_from_capture(_capture("level2_12_Gemm_Multiply_LeakyReLU.cpu.json"), allow_ops=("addmm",))
     task = Task.load("L2/12", overrides={"batch_size": 8, "in_features": 32, "out_features": 16}, allow_ops=["addmm"])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, source)
     assert result.ok, result.message
 
 
@@ -163,8 +164,7 @@ def test_instancenorm_capture_keeps_the_channel_count_symbolic(tmp_path, interpr
     capture = _capture_live(tmp_path, "L1/34", small)
     assert "L['x'].size()[1]" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/34", overrides=small, shapes=[{"features": 3, "dim2": 5}])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, seed_from_capture(capture))
     assert result.ok, result.message
 
 
@@ -179,8 +179,7 @@ def test_a_module_float_read_by_a_stateless_model_reaches_the_seed(tmp_path, int
     capture = _capture_live(tmp_path, "L1/20", small)
     assert "L['self'].negative_slope" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/20", overrides=small, shapes=[{"dim": 5}])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, seed_from_capture(capture))
     assert result.ok, result.message
 
 
@@ -194,8 +193,7 @@ def test_a_scan_kernels_combine_function_travels_with_it(interpreter_evaluator):
     assert "_triton_helper_fn_add0(" in source and "def _triton_helper_fn_add0" not in source
     small = {"batch_size": 4, "input_shape": [64]}
     task = Task.load("L1/92", overrides=small, shapes=[{"batch_size": 3, "input_shape": [37]}])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, source)
     assert result.ok, result.message
 
 
@@ -213,8 +211,7 @@ def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(tmp_path, 
     source = seed_from_capture(capture, allow_ops=("convolution",))
     task = Task.load("L2/24", overrides=small, shapes=[{"out_channels": 5, "in_channels": 2, "W": 7}],
                      allow_ops=["convolution"])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, source)
     assert result.ok, result.message
 
 
@@ -228,8 +225,7 @@ def test_a_max_pool1d_length_stays_symbolic(tmp_path, interpreter_evaluator):
     capture = _capture_live(tmp_path, "L1/41", small)
     assert "L['x'].size()[2]" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/41", overrides=small, shapes=[{"sequence_length": 61}])
-    result = interpreter_evaluator.evaluate(task, Candidate.from_source(seed_from_capture(capture), task=task.name,
-                                                                        operator="inductor-seed"))
+    result = _judge(interpreter_evaluator, task, seed_from_capture(capture))
     assert result.ok, result.message
 
 
