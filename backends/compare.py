@@ -99,11 +99,10 @@ class _FloatStats:
     ref_abs_max: float = 0.0
 
 
-def _float_stats(g: torch.Tensor, e: torch.Tensor, work: torch.dtype, atol: float, rtol: float,
-                 chunk: int = 0) -> _FloatStats:
+def _float_stats(g: torch.Tensor, e: torch.Tensor, work: torch.dtype, atol: float, rtol: float) -> _FloatStats:
     """What the comparison needs of a floating output, chunk by chunk of the flattened tensors (the same figures as
     over the whole; the norms summed in float64). Non-finite mismatches are counted first: they decide alone."""
-    chunk = chunk or COMPARE_CHUNK
+    chunk = COMPARE_CHUNK
     gf, ef = g.reshape(-1), e.reshape(-1)
     n = ef.numel()
     st = _FloatStats()
@@ -126,8 +125,9 @@ def _float_stats(g: torch.Tensor, e: torch.Tensor, work: torch.dtype, atol: floa
         diff = torch.nan_to_num(diff, nan=0.0)
         if diff.numel():
             top = int(diff.argmax())
-            if float(diff[top]) > st.max_abs or lo == 0:
-                st.max_abs, st.argmax_abs = float(diff[top]), lo + top
+            value = float(diff[top])
+            if value > st.max_abs or lo == 0:
+                st.max_abs, st.argmax_abs = value, lo + top
             rel = diff / e64.abs().clamp_min(1e-12)
             st.max_rel = max(st.max_rel, float(torch.nan_to_num(rel, posinf=0.0).max()))
             del rel
