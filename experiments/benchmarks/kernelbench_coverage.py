@@ -226,16 +226,24 @@ def time_seeds(spec: str, overrides: dict, judged: list[tuple[dict, str, Any]], 
             continue
         task = Task.load(spec, overrides=overrides or None, allow_ops=row["allow_ops"])
         try:
-            ref = suite.time_reference(task)
-            fns = {"eager": ref["eager"], "compile": ref["compile"], "seed": suite.time_best(task, source, cand.params)}
-            with torch.no_grad():
-                times = _bench_together(fns)
+            times = time_kernels(task, {"seed": (source, cand.params)}, suite)
             row.update(eager_ms=times["eager"], compile_ms=times["compile"], seed_ms=times["seed"],
                        vs_eager=times["eager"] / times["seed"], vs_compile=times["compile"] / times["seed"])
         except Exception as e:  # noqa: BLE001  (a timing failure is recorded, the run goes on)
             row["timing_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         finally:
             torch.cuda.empty_cache()
+
+
+def time_kernels(task: Any, kernels: dict[str, tuple[str, dict]], suite: Any) -> dict[str, float]:
+    """Eager, torch.compile and each named kernel (source, params) of the task, timed together (ms)."""
+    import torch
+
+    ref = suite.time_reference(task)
+    fns = {"eager": ref["eager"], "compile": ref["compile"]}
+    fns.update({name: suite.time_best(task, source, params) for name, (source, params) in kernels.items()})
+    with torch.no_grad():
+        return _bench_together(fns)
 
 
 def write_rows(rows_path: Path, judged: list[tuple[dict, str, Any]]) -> None:

@@ -148,12 +148,10 @@ def time_task(task: Any, state: Any, cov: Any, suite: Any, device: str) -> dict[
     if device != "cuda":
         return row
     try:
-        ref = suite.time_reference(task)
-        fns = {"eager": ref["eager"], "compile": ref["compile"], "best": suite.time_best(task, cand.source, cand.params)}
+        kernels = {"best": (cand.source, cand.params)}
         if seed_result is not None and seed_result.ok:
-            fns["seed"] = suite.time_best(task, seed_cand.source, seed_cand.params)
-        with torch.no_grad():
-            times = cov._bench_together(fns)
+            kernels["seed"] = (seed_cand.source, seed_cand.params)
+        times = cov.time_kernels(task, kernels, suite)
         row.update({f"{k}_ms": v for k, v in times.items()})
         row.update(vs_eager=times["eager"] / times["best"], vs_compile=times["compile"] / times["best"])
         if "seed" in times:
