@@ -99,3 +99,26 @@ def test_tasks_with_committed_rows_are_not_run_again(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "captured and judged 0 of 0 tasks" in proc.stdout
     assert not (tmp_path / "out" / "captures").exists() or not list((tmp_path / "out" / "captures").iterdir())
+
+
+def test_a_correct_seed_left_untimed_counts_as_correct_and_is_timed_by_a_later_call(tmp_path):
+    """A call whose deadline comes before a judged task's timing writes its verdict (correct, not timed): the
+    summary counts the seed as correct but not among the timed, and ``--done`` does not skip the task, so a
+    later call times it and its row replaces the untimed one."""
+    cov = _script()
+    untimed = tmp_path / "call1.jsonl"
+    untimed.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"task": "level1/23_Softmax", "spec": "L1/23", "rule": "strict", "status": "ok",
+         "timing_error": cov.NOT_TIMED},
+        {"task": "level1/8_Gemm", "spec": "L1/8", "rule": "strict", "status": "no_seed", "message": "mm"}]))
+    assert cov.done_specs([untimed]) == {"L1/8"}
+    text = cov.summarize([untimed], tmp_path)
+    assert "correct seed under the strict rule: 1" in text
+    assert "strict: 1 correct seeds not yet timed" in text and "timed);" not in text
+    timed = tmp_path / "call2.jsonl"
+    timed.write_text(json.dumps({"task": "level1/23_Softmax", "spec": "L1/23", "rule": "strict", "status": "ok",
+                                 "vs_eager": 2.0, "vs_compile": 1.0, "seed_ms": 1.0, "eager_ms": 2.0,
+                                 "compile_ms": 1.0}) + "\n")
+    assert cov.done_specs([untimed, timed]) == {"L1/8", "L1/23"}
+    text = cov.summarize([untimed, timed], tmp_path)
+    assert "not yet timed" not in text and "(1 timed)" in text
