@@ -296,6 +296,36 @@ def task_list(levels: list[int], only: list[str] | None) -> list[str]:
     return specs
 
 
+def time_untimed(untimed: Path, out: Path, deadline: float) -> None:
+    """The correct seeds a call judged but did not time (``NOT_TIMED`` rows of ``untimed``), timed from the same
+    captures (``OUT/captures``) and conversion: the verdict stands (the row says which file it came from), only
+    the timing is new. A call of a few minutes times what a judging call's deadline left."""
+    from evoforge.mutators.inductor_seed import INDUCTOR_SEED
+
+    from evoforge.core import Candidate
+    from evoforge.task import Task
+
+    t0, suite = time.perf_counter(), _suite()
+    rows = [json.loads(line) for line in untimed.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("timing_error") == NOT_TIMED]
+    for spec in dict.fromkeys(r["spec"] for r in rows):
+        if deadline and time.perf_counter() - t0 > deadline:
+            print(f"stopped by --deadline {deadline:g} s before timing {spec}", flush=True)
+            break
+        capture = out / "captures" / (spec.replace("/", "_") + ".json")
+        made = convert(json.loads(capture.read_text()))
+        judged = []
+        for row in (r for r in rows if r["spec"] == spec):
+            source = made[row["rule"]][0]  # the same conversion of the same capture as the judged seed
+            task = Task.load(spec, allow_ops=row["allow_ops"])
+            row = {k: v for k, v in row.items() if k != "timing_error"}
+            row["verdict_from"] = untimed.name
+            judged.append((row, source, Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED)))
+        time_seeds(spec, {}, judged, suite)
+        write_rows(out / "coverage.jsonl", judged)
+    write_meta(out / "meta_timed.json", suite, timed=f"the NOT_TIMED rows of {untimed.name}")
+
+
 def run(args: argparse.Namespace) -> None:
     import torch
     from evoforge.backends.chain import ChainOptions
@@ -357,12 +387,20 @@ def run(args: argparse.Namespace) -> None:
             break
         time_seeds(spec, overrides, judged, suite)
         write_rows(rows_path, judged)
+    write_meta(args.out / f"meta_{k}of{n}.json", suite, shard=args.shard)
+
+
+def write_meta(path: Path, suite: Any, **extra: str) -> None:
+    """Where a call's rows came from: date, versions, GPU and driver, the commit, the script."""
+    import torch
+
+    on_gpu = torch.cuda.is_available()
     meta = {"date": datetime.date.today().isoformat(), "torch": torch.__version__,
             "triton": __import__("triton").__version__,
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (CPU smoke)",
-            "driver": suite._driver() if device == "cuda" else "", "commit": _commit(),
-            "script": "experiments/benchmarks/kernelbench_coverage.py", "shard": args.shard}
-    (args.out / f"meta_{k}of{n}.json").write_text(json.dumps(meta, indent=1))
+            "gpu": torch.cuda.get_device_name(0) if on_gpu else "none (CPU smoke)",
+            "driver": suite._driver() if on_gpu else "", "commit": _commit(),
+            "script": "experiments/benchmarks/kernelbench_coverage.py", **extra}
+    path.write_text(json.dumps(meta, indent=1))
 
 
 def _commit() -> str:
@@ -452,6 +490,8 @@ def main() -> None:
     ap.add_argument("--done", type=Path, nargs="*", help="coverage rows already made (committed jsonl files): "
                     "their tasks are not run again")
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
+    ap.add_argument("--time-untimed", type=Path, help="time the correct seeds this jsonl left untimed (their "
+                    "captures in OUT/captures; no judging again)")
     ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/coverage.md from these jsonl files")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -460,6 +500,9 @@ def main() -> None:
         return
     if args.smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.time_untimed:
+        time_untimed(args.time_untimed, args.out, args.deadline)
+        return
     run(args)
 
 
