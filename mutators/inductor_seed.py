@@ -563,6 +563,25 @@ def _max_pool1d_as_2d(self: Any, x: Any) -> Any:
     return out.squeeze(-2)
 
 
+def compile_failure(e: BaseException) -> str:
+    """One line on why torch.compile failed: the error's type and first line, and, where the innermost error says
+    nothing of itself (an Inductor ``AssertionError`` with no text read "InductorError: AssertionError: " and named
+    neither the check nor the file), where that error was raised and the line that raised it."""
+    import traceback
+
+    first = (str(e).strip().splitlines() or [""])[0][:300].rstrip(": ")
+    text = f"{type(e).__name__}: {first}" if first else type(e).__name__
+    inner = e
+    while (inner.__cause__ or inner.__context__) is not None:
+        inner = inner.__cause__ or inner.__context__  # type: ignore[assignment]
+    frames = traceback.extract_tb(inner.__traceback__)
+    if str(inner).strip() or not frames:
+        return text
+    where = frames[-1]
+    text += f"; {type(inner).__name__} raised at {where.filename.split('site-packages/', 1)[-1]}:{where.lineno}"
+    return text + f" in {where.name}" + (f": {where.line.strip()[:120]}" if where.line else "")
+
+
 def capture_env(side_by_side: int) -> dict[str, str]:
     """The environment of a capture process that runs beside ``side_by_side - 1`` others. Inductor compiles a
     graph's kernels in a pool of as many processes as the machine has cores, each importing torch; fourteen
@@ -643,8 +662,7 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
             out = torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
     except Exception as e:  # noqa: BLE001  (any failure of torch.compile is a reason, not a traceback)
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise NoInductorSeed(f"torch.compile failed on this task ({type(e).__name__}: {first})") from None
+        raise NoInductorSeed(f"torch.compile failed on this task ({compile_failure(e)})") from None
     finally:
         GraphLowering.save_output_code = original  # type: ignore[method-assign]
         inductor_lowering.lowerings[torch.ops.aten.convolution.default] = conv_lowering

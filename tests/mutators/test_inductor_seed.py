@@ -76,6 +76,34 @@ def test_launches_the_conversion_cannot_grid_are_one_line():
         seed_from_capture(InductorCapture(**data))
 
 
+def test_a_compile_failure_with_an_empty_assertion_says_where_it_was_raised():
+    """Four level-2 tasks failed on the H200 as "InductorError: AssertionError: " (the assertion had no text):
+    the reason now names the file, line and check that raised it, and a failure that says something is kept as
+    it was."""
+    from evoforge.mutators.inductor_seed import compile_failure
+
+    def lower(channels):
+        if channels < 2:
+            raise AssertionError  # Inductor's bare asserts (pytest would rewrite an assert statement's text)
+
+    class InductorError(RuntimeError):
+        pass
+
+    try:
+        try:
+            lower(0)
+        except AssertionError as inner:
+            raise InductorError(f"AssertionError: {inner}") from inner
+    except InductorError as e:
+        reason = compile_failure(e)
+    assert reason.startswith("InductorError: AssertionError; AssertionError raised at ")
+    assert "test_inductor_seed.py" in reason and "in lower: raise AssertionError" in reason
+    try:
+        raise ValueError("sizes differ: 3 and 4\nmore detail")
+    except ValueError as e:
+        assert compile_failure(e) == "ValueError: sizes differ: 3 and 4"
+
+
 def test_the_relu_seed_passes_the_chain_at_a_retuned_block(interpreter_evaluator, relu_task):
     """Through the real chain (odd shape included) with a block size Inductor did not choose."""
     source = seed_from_capture(_capture("level1_19_ReLU.cpu.json"))
