@@ -327,7 +327,6 @@ def time_untimed(untimed: Path, out: Path, deadline: float) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch
     from evoforge.backends.chain import ChainOptions
     from evoforge.backends.evaluator import Evaluator
 
