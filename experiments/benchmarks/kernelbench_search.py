@@ -299,6 +299,8 @@ def coverage_rows(rows: list[dict], selection: dict, captures: Path) -> list[dic
     """The search's seeds as rows of the coverage script (same captures, same chain, same timing): the rule the
     search ran under from its seed's evaluation and timing, the other rule from the capture's conversion, and a
     row for each task skipped for want of a seed, so that the coverage counts the tasks the search reached."""
+    from evoforge.task import Task
+
     cov = _load("kernelbench_coverage")
     by = {r["spec"]: r for r in rows}
     out: list[dict] = []
@@ -310,7 +312,7 @@ def coverage_rows(rows: list[dict], selection: dict, captures: Path) -> list[dic
         base = {"spec": spec, "capture_s": data.get("capture_s"), "torch_compile_s": data.get("torch_compile_s"),
                 "torch_compile_error": data.get("torch_compile_error"), "from": "kernelbench_search"}
         r = by.get(spec)
-        base["task"] = r["task"] if r else spec
+        base["task"] = r["task"] if r else Task.load(spec).name  # a skipped task named as the others are
         for rule, made in cov.convert(data).items():
             if made == "same as strict":
                 continue

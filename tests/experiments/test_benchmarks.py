@@ -106,3 +106,14 @@ def test_kernelbench_search_runs_a_campaign_from_inductor_seeds_under_each_rule(
     assert wrong.returncode == 2 and "--tasks: L1/19 not among the 2 picked tasks" in wrong.stderr
     again = _run("kernelbench_search.py", "--smoke", "--tasks", "L2/9", "--out", str(tmp_path))
     assert "nothing left to run" in again.stdout
+
+
+def test_a_task_the_search_skipped_is_named_in_the_coverage_as_every_other(tmp_path):
+    """A task skipped for want of a seed became a coverage row named "L1/7" where every other row reads
+    "level1/7_Matmul..."; it is named by its file too."""
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    (captures / "L1_19.json").write_text(json.dumps({"no_seed": "torch.compile failed on this task (X)"}))
+    cover = _load("kernelbench_search.py").coverage_rows([], {"picked": [], "skipped": [{"spec": "L1/19"}]}, captures)
+    assert {(r["task"], r["rule"], r["status"]) for r in cover} == {("level1/19_ReLU", "strict", "no_seed"),
+                                                                 ("level1/19_ReLU", "vendor", "no_seed")}
