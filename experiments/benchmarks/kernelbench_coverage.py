@@ -273,15 +273,15 @@ def done_specs(paths: list[Path]) -> set[str]:
     """Tasks whose rows are made: every task with a row in these files, but for one whose correct seed is still
     untimed (``NOT_TIMED``): a later call judges it again (its capture kept) and times it; the summary takes that
     call's row, the later one."""
-    rows = {}
-    for path in paths:
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    r = json.loads(line)
-                    rows[(r["spec"], r["rule"])] = r
+    rows = read_rows([p for p in paths if p.exists()])
     untimed = {spec for (spec, _), r in rows.items() if r.get("timing_error") == NOT_TIMED}
     return {spec for spec, _ in rows} - untimed
+
+
+def read_rows(paths: list[Path]) -> dict[tuple[str, str], dict]:
+    """Every row of these jsonl files by (task, rule); where one appears twice, the later file's (a re-check)."""
+    return {(r["spec"], r["rule"]): r for p in paths for line in p.read_text().splitlines() if line.strip()
+            for r in [json.loads(line)]}
 
 
 def task_list(levels: list[int], only: list[str] | None) -> list[str]:
@@ -303,11 +303,9 @@ def time_untimed(untimed: Path, out: Path, deadline: float) -> None:
     from evoforge.mutators.inductor_seed import INDUCTOR_SEED
 
     from evoforge.core import Candidate
-    from evoforge.task import Task
 
     t0, suite = time.perf_counter(), _suite()
-    rows = [json.loads(line) for line in untimed.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r.get("timing_error") == NOT_TIMED]
+    rows = [r for r in read_rows([untimed]).values() if r.get("timing_error") == NOT_TIMED]
     for spec in dict.fromkeys(r["spec"] for r in rows):
         if deadline and time.perf_counter() - t0 > deadline:
             print(f"stopped by --deadline {deadline:g} s before timing {spec}", flush=True)
@@ -317,10 +315,9 @@ def time_untimed(untimed: Path, out: Path, deadline: float) -> None:
         judged = []
         for row in (r for r in rows if r["spec"] == spec):
             source = made[row["rule"]][0]  # the same conversion of the same capture as the judged seed
-            task = Task.load(spec, allow_ops=row["allow_ops"])
             row = {k: v for k, v in row.items() if k != "timing_error"}
             row["verdict_from"] = untimed.name
-            judged.append((row, source, Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED)))
+            judged.append((row, source, Candidate.from_source(source, task=row["task"], operator=INDUCTOR_SEED)))
         time_seeds(spec, {}, judged, suite)
         write_rows(out / "coverage.jsonl", judged)
     write_meta(out / "meta_timed.json", suite, timed=f"the NOT_TIMED rows of {untimed.name}")
@@ -421,8 +418,7 @@ def _fmt(row: dict, key: str) -> str:
 
 
 def summarize(paths: list[Path], out: Path) -> str:
-    read = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
-    rows = list({(r["spec"], r["rule"]): r for r in read}.values())  # a later file's row (a re-check) replaces one
+    rows = list(read_rows(paths).values())
     tasks = sorted({r["spec"] for r in rows}, key=lambda s: (s.split("/")[0], int(s.split("/")[1])))
     lines = ["# KernelBench coverage: seeds from torch.compile, no LLM, no search", "",
              f"Rows: {len(rows)} from {', '.join(str(p) for p in paths)} (where a task and rule appear twice, the "
