@@ -352,11 +352,31 @@ class Campaign:
         settings = OperatorSettings(arch=arch, seed=self.config.seed, llm=llm, client=self.llm)
         return build_operators(self.config.operators, settings)
 
-    def _strategy(self, seed: Candidate, operators: list[str], index: int) -> Strategy:
-        from evoforge.search.strategy_spec import build_strategy
+    def _strategy(self, task: Task, seed: Candidate, operators: list[str], index: int) -> Strategy:
+        from evoforge.search.strategies import strategy_accepts
+        from evoforge.search.strategy_spec import build_strategy, parse_strategy
 
+        options = dict(self.config.strategy_options or {})
+        name = parse_strategy(self.config.strategy)[0]
+        for key, value in self._knowledge_hints(task).items():
+            if key not in options and strategy_accepts(name, key):  # the user's own option wins
+                options[key] = value
         return build_strategy(self.config.strategy, seed=self.config.seed * 1000 + index, operators=operators,
-                              initial=(seed,), options=self.config.strategy_options)
+                              initial=(seed,), options=options)
+
+    def _knowledge_hints(self, task: Task) -> dict[str, Any]:
+        """What the knowledge base tells the search before anything runs (nothing with it off): the parameter
+        values its rules say compute another function than the task's dtype asks for (``unsafe``: never proposed
+        until a correct config holding one is seen) and the parameters that grow together (``moves_together``:
+        one step of the tuner's walk). Unfiltered by the seed's SPACE: a structure an operator writes later
+        declares its own, and each structure's tuner keeps what its space holds."""
+        from evoforge import knowledge
+
+        if not self.config.knowledge:
+            return {}
+        arch = self.config.arch
+        return {"unsafe": knowledge.unsafe_values(None, knowledge.infer_task_dtype(task.source), arch),
+                "moves_together": [list(g) for g in knowledge.moves_together(None, arch)]}
 
     def setup(self) -> None:
         """``prepare`` and ``start_pool``: ready to ``run`` (or ``restore`` first, on a resume)."""
@@ -415,7 +435,7 @@ class Campaign:
                       or self.mutators[op].applicable(seed, None)]
             if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
                 usable = [op for op in usable if family_of(op) == "llm"]
-            states.append(TaskState(task=task, strategy=self._strategy(seed, usable, i), seed=seed,
+            states.append(TaskState(task=task, strategy=self._strategy(task, seed, usable, i), seed=seed,
                                     starts=self._knowledge_starts(task, seed)))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)

@@ -75,9 +75,11 @@ def allowed_input_precisions(arch: str, dtype: str, *, fp32_tolerance: str = "st
     return [p for p in supported if p in wanted]
 
 
-def unsafe_values(space: Mapping[str, Sequence[Any]], dtype: str, arch: str | None = None) -> list[dict[str, Any]]:
+def unsafe_values(space: Mapping[str, Sequence[Any]] | None, dtype: str,
+                  arch: str | None = None) -> list[dict[str, Any]]:
     """Parameter values of ``space`` that the rules (``unsafe_values``) say compute another function than a task
-    with ``dtype`` inputs asks for: each is a conjunction, {param: value, ...}, every value of it in ``space``.
+    with ``dtype`` inputs asks for: each is a conjunction, {param: value, ...}, every value of it in ``space``
+    (every such conjunction when ``space`` is None: a campaign's structures declare their spaces later).
 
     The search takes them as causes of incorrect results known before anything runs (a config that holds one is
     not proposed until a correct config holding it is seen); the verification chain still judges every result.
@@ -90,7 +92,7 @@ def unsafe_values(space: Mapping[str, Sequence[Any]], dtype: str, arch: str | No
         for dtypes, params in rule.unsafe_values:
             if name not in {dtype_name(d) for d in dtypes}:
                 continue
-            if all(p in space and v in list(space[p]) for p, v in params):
+            if space is None or all(p in space and v in list(space[p]) for p, v in params):
                 entry = dict(params)
                 if entry not in out:
                     out.append(entry)

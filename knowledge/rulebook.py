@@ -9,6 +9,7 @@ read one definition.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata, resources
@@ -44,6 +45,9 @@ class Rule:
     # Parameter values that make a kernel compute another function than a task of these input dtypes asks for:
     # ((dtypes, ((param, value), ...)), ...); a config holding every pair of one entry is likely incorrect.
     unsafe_values: tuple[tuple[tuple[str, ...], tuple[tuple[str, Any], ...]], ...] = ()
+    # Parameters whose values grow together to keep what the rule bounds (a tile dimension and the warps that
+    # hold its accumulator): the tuner counts growing each of a group by one step as a single move.
+    moves_together: tuple[tuple[str, ...], ...] = ()
 
     @property
     def hard(self) -> bool:
@@ -82,6 +86,7 @@ class Rule:
             "source": self.source,
             **({"unsafe_values": [{"dtypes": list(d), "params": dict(p)} for d, p in self.unsafe_values]}
                if self.unsafe_values else {}),
+            **({"moves_together": [list(g) for g in self.moves_together]} if self.moves_together else {}),
         }
 
 
@@ -105,6 +110,16 @@ def _parse_unsafe(raw: Any, where: str) -> tuple[tuple[tuple[str, ...], tuple[tu
     return tuple(out)
 
 
+def _parse_together(raw: Any, where: str) -> tuple[tuple[str, ...], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(
+            isinstance(g, list) and len(g) >= 2 and all(isinstance(n, str) for n in g) for g in raw):
+        raise ValueError(f"{where}: moves_together is a list of parameter-name lists of two or more, "
+                         "e.g. [[BLOCK_M, num_warps]]")
+    return tuple(tuple(g) for g in raw)
+
+
 def _parse_rule(raw: dict[str, Any], where: str) -> Rule:
     for key in ("id", "title", "severity", "stage", "prompt"):
         if not raw.get(key):
@@ -123,6 +138,7 @@ def _parse_rule(raw: dict[str, Any], where: str) -> Rule:
         validator=str(raw.get("validator") or ""),
         source=str(raw.get("source") or ""),
         unsafe_values=_parse_unsafe(raw.get("unsafe_values"), f"{where}: rule {raw['id']}"),
+        moves_together=_parse_together(raw.get("moves_together"), f"{where}: rule {raw['id']}"),
     )
     if rule.stage not in STAGE_NAMES:
         raise ValueError(f"{where}: rule {rule.id}: stage {rule.stage!r} is not one of {', '.join(STAGE_NAMES)}")
@@ -177,6 +193,19 @@ def rules(arch: str | None = None, stage: str | None = None, triton_version: str
         if r.holds_for_arch(arch) and (stage is None or r.stage == stage) and r.holds_for_triton(triton_version)
         and (language is None or language in r.languages)
     ]
+
+
+def moves_together(names: Iterable[str] | None = None, arch: str | None = None) -> list[tuple[str, ...]]:
+    """Groups of parameters the rules of ``arch`` (all archs when None) say grow together (``moves_together``),
+    those whose every name is in ``names`` (every group when None); the search counts such a joint move as one
+    step."""
+    have = None if names is None else set(names)
+    out: list[tuple[str, ...]] = []
+    for rule in rules(arch):
+        for group in rule.moves_together:
+            if (have is None or have.issuperset(group)) and group not in out:
+                out.append(group)
+    return out
 
 
 def hard_rule_prompt(arch: str, triton_version: str | None = None, language: str = "triton") -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from evoforge.backends.replay import Landscape
 from evoforge.search.base import Proposal, Strategy
+from evoforge.search.strategies import strategy_accepts
 from evoforge.search.strategies.evolution import PARAMS
 from evoforge.search.strategy_spec import build_strategy, check_strategy
 
@@ -70,6 +71,16 @@ def legality(landscape: Landscape) -> Callable[[Mapping[str, Any]], dict[str, An
         return seen[key]
 
     return refused
+
+
+def knowledge_hints(landscape: Landscape) -> dict[str, Any]:
+    """What a campaign with the knowledge base on tells the search of ``landscape``'s task before anything runs
+    (``Campaign._knowledge_hints``): the values its rules call unsafe for the dtype (``unsafe``) and the parameters
+    that grow together (``moves_together``), as the default strategy's options."""
+    from evoforge import knowledge
+
+    return {"unsafe": knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch),
+            "moves_together": [list(g) for g in knowledge.moves_together(landscape.space, landscape.arch)]}
 
 
 def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: int = 1, seed: int = 0,
@@ -145,9 +156,10 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
                  kb: bool = False) -> dict[str, Any]:
     """Run ``strategy`` ``repeats`` times (seeds seed, seed+1, ...) and the baseline the same way.
 
-    ``kb``: as a campaign with the knowledge base on: the strategy is told the parameter values the knowledge
-    base's rules call unsafe for the landscape's dtype (``knowledge.unsafe_values``), and every strategy's
-    (the baseline's too) parameter moves into configs its hard rules forbid are refused unevaluated (``legality``).
+    ``kb``: as a campaign with the knowledge base on: the strategy is told what the knowledge base says before
+    anything runs (``knowledge_hints``: the values its rules call unsafe for the landscape's dtype, the parameters
+    that grow together), and every strategy's (the baseline's too) parameter moves into configs its hard rules
+    forbid are refused unevaluated (``legality``).
 
     Returns p_within_2pct and median_best_ratio (best found / exhaustive best, >= 1) for both; with
     ``checkpoints`` (budgets up to ``budget``), the same two figures after that many evaluations of each run
@@ -166,15 +178,14 @@ def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strat
     runs = [(strategy, "")] + ([(baseline, "random_")] if baseline else [])
     refused = None
     if kb:
-        from evoforge import knowledge
-
-        unsafe = knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch)
-        out.update(kb=True, unsafe=unsafe)
+        hints = knowledge_hints(landscape)
+        out.update(kb=True, **hints)
         refused = legality(landscape)
         out["illegal_configs"] = sum(refused(landscape.params_of(r)) is not None for r in landscape.rows)
     for spec, prefix in runs:
-        # only the default strategy reads unsafe values; every strategy gets the hard rules' refusals
-        options = {"unsafe": unsafe} if kb and not prefix and spec.split(":")[0] == "default" else None
+        # the hints go to the strategy that reads them (the default); every strategy gets the hard rules' refusals
+        options = ({k: v for k, v in hints.items() if strategy_accepts(spec.split(":")[0], k)}
+                   if kb and not prefix else None)
         ratios: dict[int, list[float]] = {b: [] for b in (budget, *checkpoints)}
         for r in range(repeats):
             strat = build_strategy(spec, seed=seed + r, initial=[landscape.seed_candidate()], options=options)

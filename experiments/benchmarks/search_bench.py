@@ -31,7 +31,7 @@ SHARED = [REPO.parent / "shared" / "landscapes" / name
 COMMITTED = REPO / "experiments" / "results" / "search" / "landscapes"
 BUDGET = 50
 CHECKPOINTS = (20, 30, 50)
-# (strategy, batch, told the knowledge base's unsafe values)
+# (strategy, batch, as a campaign with the knowledge base on: its hints and refusals)
 STRATEGIES = [("default", 1, False), ("default", 4, False), ("default", 1, True), ("bayes", 1, False),
               ("bayes:cmaes", 1, False), ("evolution", 1, False), ("random", 1, False), ("random", 1, True)]
 LABELS = {"default": "default (evoforge)", "bayes": "Optuna TPE (bayes)", "bayes:cmaes": "Optuna CMA-ES (bayes:cmaes)",
@@ -70,15 +70,14 @@ def _kind(path: Path) -> str:
 
 def _has_unsafe(path: Path) -> bool:
     """Whether the knowledge base says anything of this landscape's space (else a KB row adds nothing): unsafe
-    values for its dtype, or configs its hard rules refuse (``search.bench.legality``)."""
+    values for its dtype, parameters that grow together (``search.bench.knowledge_hints``), or configs its hard
+    rules refuse (``search.bench.legality``)."""
     from evoforge.backends.replay import Landscape
-    from evoforge.search.bench import legality
-
-    from evoforge import knowledge
+    from evoforge.search.bench import knowledge_hints, legality
 
     landscape = Landscape.load(path)
     refused = legality(landscape)
-    return (bool(knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch))
+    return (any(knowledge_hints(landscape).values())
             or any(refused(landscape.params_of(r)) is not None for r in landscape.rows))
 
 
@@ -126,7 +125,8 @@ def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
         lines.append(f"| {name} | {kinds[name]} | {default['configs']} | {d:.2f} | {q:.2f} | {verdict} |")
     lines += ["", "## The bar as a campaign runs it: the knowledge base on", "",
               "A campaign with the knowledge base on (the default) tells the strategy the values its rules call "
-              "unsafe for the dtype, and refuses unevaluated every parameter move into a config its hard rules forbid "
+              "unsafe for the dtype and the parameters that grow together (a tile dimension and the warps: one step "
+              "of the tuner's walk), and refuses unevaluated every parameter move into a config its hard rules forbid "
               "(`Campaign._outside_legal_space`; here `search.bench.legality`): random search gets the same refusals.",
               "",
               "| landscape | kind | refused configs | default + KB P@30 | random + KB P@30 | >= 0.8 and >= 2x random |",

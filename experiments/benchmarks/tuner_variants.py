@@ -17,19 +17,15 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 
 from evoforge.backends.replay import Landscape
-from evoforge.search.bench import best_ratios, legality, run_search
+from evoforge.search.bench import best_ratios, knowledge_hints, legality, run_search
 from evoforge.search.strategy_spec import build_strategy
 
-from evoforge import knowledge
 
 
 def one(args: tuple[str, bool, int, dict, tuple[int, ...]]) -> dict[int, float]:
     path, kb, seed, tuner_options, at = args
     landscape = Landscape.load(path)
-    options: dict = {}
-    if kb:
-        options["unsafe"] = knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")),
-                                                    landscape.arch)
+    options: dict = knowledge_hints(landscape) if kb else {}
     if tuner_options:
         options["tuner_options"] = tuner_options
     strategy = build_strategy("default", seed=seed, initial=[landscape.seed_candidate()], options=options or None)

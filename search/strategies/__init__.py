@@ -8,6 +8,7 @@ and ``operators`` (the operator names a campaign has mutators for).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -53,4 +54,17 @@ def get_strategy(name: str, *, seed: int, **opts: Any) -> Strategy:
         raise UsageError(f"--strategy {name}: {exc}") from None
 
 
-__all__ = ["get_strategy", "register_strategy", "strategy_names"]
+def strategy_accepts(name: str, option: str) -> bool:
+    """Whether the strategy registered as ``name`` takes the keyword option ``option`` (the campaign gives the
+    knowledge base's hints, ``unsafe`` and ``moves_together``, only to a strategy that reads them)."""
+    _load_builtin()
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        return False
+    try:
+        return option in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+__all__ = ["get_strategy", "register_strategy", "strategy_accepts", "strategy_names"]

@@ -42,11 +42,16 @@ class DefaultStrategy(EvolutionStrategy):
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
                  sampler: str | None = None, tuner_options: dict[str, Any] | None = None,
-                 unsafe: Sequence[Mapping[str, Any]] = (), **evolution: Any) -> None:
+                 unsafe: Sequence[Mapping[str, Any]] = (), moves_together: Sequence[Sequence[str]] = (),
+                 **evolution: Any) -> None:
         """``unsafe``: parameter values known in advance to compute the wrong function for the task (the
-        knowledge base's ``knowledge.unsafe_values(space, dtype, arch)``), each a {param: value} conjunction."""
+        knowledge base's ``knowledge.unsafe_values(space, dtype, arch)``), each a {param: value} conjunction.
+        ``moves_together``: groups of parameters that grow together (``knowledge.moves_together(names, arch)``: a
+        tile dimension and the warps), one step of the tuner's walk; a campaign with the knowledge base on passes
+        both."""
         self.sampler = sampler or default_sampler()
         self.unsafe = [dict(u) for u in unsafe]
+        self.moves_together = [tuple(str(n) for n in group) for group in moves_together]
         self.tuner_options = dict(tuner_options or {})
         self.tuners: dict[str, StructureTuner] = {}
         evolution.setdefault("init_random", 0)  # the tuner makes its own start
@@ -59,7 +64,7 @@ class DefaultStrategy(EvolutionStrategy):
                 return None
             self.tuners[sid] = StructureTuner(space=space, seed=self.seed + 1_000 * len(self.tuners),
                                               sampler=self.sampler, known_causes=known_causes(space, self.unsafe),
-                                              **self.tuner_options)
+                                              **{"moves_together": self.moves_together, **self.tuner_options})
         return self.tuners[sid]
 
     def _config_seen(self, sid: str, idx: tuple[int, ...]) -> bool:

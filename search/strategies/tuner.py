@@ -93,7 +93,11 @@ class StructureTuner:
                  probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = (),
                  patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2,
                  mirror: bool = True, ties: float = 0.02, own_path_factor: float = 1.3, transfer: bool = True,
-                 compose: bool = True) -> None:
+                 compose: bool = True, moves_together: Sequence[Sequence[str]] = ()) -> None:
+        # groups of dimensions grown by one step each in a single move (the knowledge base's moves_together)
+        self.together = [tuple(space.names.index(n) for n in group) for group in moves_together
+                         if len(group) > 1 and all(n in space.names and space.ordinal[space.names.index(n)]
+                                                   for n in group)]
         self.own_path_factor = own_path_factor
         self.transfer = transfer
         self.transfers = 0
@@ -337,7 +341,7 @@ class StructureTuner:
               prefer_boundary: bool = True) -> list[tuple[int, ...]]:
         """The neighbours of ``anchor`` worth running (within two steps, not seen, predicted to fit and be correct);
         next to the learned resource boundary only, where there are such."""
-        pool = [n for n in self.space.neighbours(anchor) + self.space.neighbours2(anchor)
+        pool = [n for n in self._reach(anchor)
                 if n not in self.seen and not self._twin(n, kernels) and self._worth_flipping(anchor, n)]
         wrong = self._causes().active
         pool = [n for n in pool if self._pfail(n) < self.fail_threshold
@@ -426,10 +430,32 @@ class StructureTuner:
                 return m
         return None
 
+    def _reach(self, idx: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """The configs within the walk's two steps of ``idx``: one or two dimensions moved one step each, where a
+        group of dimensions that grow together (``moves_together``: a tile dimension and the warps that hold its
+        accumulator) grown by one step each counts as one step."""
+        space = self.space
+        out = space.neighbours(idx) + space.neighbours2(idx)
+        if not self.together:
+            return out
+        for group in self.together:
+            if any(idx[d] + 1 >= space.sizes[d] for d in group):
+                continue
+            grown = list(idx)
+            for d in group:
+                grown[d] += 1
+            out.append(tuple(grown))
+            for d in range(space.dims):
+                if d in group:
+                    continue
+                for j in space._steps(grown, d):
+                    out.append((*grown[:d], j, *grown[d + 1:]))
+        return list(dict.fromkeys(out))
+
     def _settled(self, best: tuple[int, ...], kernels: set[tuple[int, ...]]) -> bool:
         """Whether the walk has run at least a share ``settled`` of the incumbent's neighbourhood (those run and
         those still worth running) without finding better: then it is likely a local optimum, not an unlucky walk."""
-        near = self.space.neighbours(best) + self.space.neighbours2(best)
+        near = self._reach(best)
         ran = sum(n in self.results for n in near)
         return ran >= self.settled * (ran + len(self._pool(best, kernels, prefer_boundary=False)))
 
@@ -438,7 +464,7 @@ class StructureTuner:
         """A move out of the incumbent's basin: the walk from one of the next best configs (found around the
         incumbent, so within two steps of it) to a config beyond the incumbent's own two-step reach."""
         best = ranked[0][1]
-        near = set(self.space.neighbours(best) + self.space.neighbours2(best))
+        near = set(self._reach(best))
         anchors = [i for _, i in ranked[1:1 + self.escape_anchors]]
         for k in self._rng.permutation(len(anchors)):
             pool = [n for n in self._pool(anchors[k], kernels) if n not in near]

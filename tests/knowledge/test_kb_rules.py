@@ -61,3 +61,21 @@ def test_hard_rule_prompt_carries_only_the_hard_rules_in_force() -> None:
     assert "[int64-offsets]" not in on_36  # advice
     intel = knowledge.hard_rule_prompt("intel-xe2", triton_version="3.6.0")
     assert "[intel-no-hardcoded-32-warps]" in intel and "[shared-memory-budget]" not in intel
+
+
+def test_the_register_rule_says_a_tile_grows_with_its_warps() -> None:
+    """The search reads which parameters grow together from the rules (one step of its walk): the accumulator
+    rule's tile dimensions and warps, on NVIDIA and Intel; only groups whose every name the space has."""
+    names = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SPLIT"]
+    assert knowledge.moves_together(names, "nvidia-sm90") == [("BLOCK_M", "num_warps"), ("BLOCK_N", "num_warps")]
+    assert knowledge.moves_together(["BLOCK_M", "BLOCK_K", "num_stages"], "nvidia-sm90") == []  # no num_warps
+    assert ("BLOCK_M", "num_warps") in knowledge.moves_together(None, "xe2")
+
+
+def test_a_malformed_moves_together_names_the_rule() -> None:
+    from evoforge.knowledge.rulebook import _parse_rule
+
+    raw = {"id": "r1", "title": "t", "severity": "advice", "stage": "autotuning", "prompt": "p",
+           "moves_together": [["BLOCK_M"]]}
+    with pytest.raises(ValueError, match=r"rules/x.yaml: rule r1: moves_together"):
+        _parse_rule(raw, "knowledge/rules/x.yaml")

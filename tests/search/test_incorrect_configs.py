@@ -146,6 +146,27 @@ def test_the_knowledge_base_names_unsafe_values_by_task_dtype_and_the_search_nev
         assert not [c.params for c, _ in history if c.params["SPLIT"] == "none" and c.params["PRECISION"] == "tf32"]
 
 
+@pytest.mark.parametrize("kb", [True, False])
+def test_a_campaign_tells_its_search_what_the_knowledge_base_says_before_anything_runs(tmp_path, kb) -> None:
+    """The search benchmark's "as a campaign runs it" rows told the default strategy the unsafe values; the
+    campaign itself did not. Now a campaign with the knowledge base on gives its default strategy the values the
+    rules call unsafe for the task's dtype and the parameters that grow together; with it off, neither."""
+    from evoforge.campaign import Campaign
+    from evoforge.config import config_from_dict
+
+    config = config_from_dict({"campaign": {"backend": "interpreter", "budget_evals": 2, "out": str(tmp_path / "r"),
+                                            "knowledge": kb},
+                               "tasks": [{"spec": "L1/1", "set": {"N": 32}}]}, source="test")
+    campaign = Campaign(config, progress=False)
+    campaign.prepare()
+    strategy = campaign.tasks["level1/1_Square_matrix_multiplication_"].strategy
+    assert ({"SPLIT": "none", "PRECISION": "tf32"} in strategy.unsafe) is kb  # L1/1 is fp32: plain tf32 fails it
+    assert (("BLOCK_M", "num_warps") in strategy.moves_together) is kb
+    # the template's tuner keeps what its SPACE holds: no plain tf32 there (it fails an fp32 task), both tile axes
+    tuner = strategy._tuner(strategy.seed_structure)
+    assert tuner.known_causes == () and len(tuner.together) == (2 if kb else 0)
+
+
 def test_the_knowledge_base_calls_unsafe_exactly_the_fp32_dot_precisions_the_judge_rejects() -> None:
     """The rules and the chain's comparator must agree: a precision the judge admits (a 3-pass split) named unsafe
     is a fast, correct choice the search never tries, and one the judge rejects offered to a mutator is a wasted

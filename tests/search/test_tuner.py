@@ -79,6 +79,30 @@ def test_a_walk_stuck_at_a_local_optimum_four_steps_from_the_best_escapes() -> N
     assert sum(finds_best(seed, patience=0) for seed in range(10)) <= 2  # no escape: 0 of 10
 
 
+def test_a_tile_grown_with_its_warps_is_one_step_of_the_walk() -> None:
+    """The H200 fp32 GEMM's trap: the walk settles at 64-row tiles with 4 warps (1.05 here, 1.07x there), and the
+    best (1.0) has twice the rows, twice the warps and a deeper K tile: three steps, past configs all slower than
+    the trap. The knowledge base's register rule says the rows and the warps grow together (the accumulator's
+    registers per thread stay the same), so that pair is one step and the best is within the walk's two."""
+
+    space = ParamSpace.from_dict({"BLOCK_M": [32, 64, 128, 256], "num_warps": [2, 4, 8, 16],
+                                  "BLOCK_K": [16, 32, 64], "num_stages": [2, 3, 4]})
+    trap = space.indices_of({"BLOCK_M": 64, "num_warps": 4, "BLOCK_K": 16, "num_stages": 3})
+    best = space.indices_of({"BLOCK_M": 128, "num_warps": 8, "BLOCK_K": 32, "num_stages": 3})
+
+    def ms(idx: tuple[int, ...]) -> float:
+        return 1.0 if idx == best else 1.05 + 0.1 * sum(abs(i - j) for i, j in zip(idx, trap, strict=True))
+
+    together = [("BLOCK_M", "num_warps")]
+    assert sum(_walk_finds_best(space, ms, [trap], 20, seed, moves_together=together)
+               for seed in range(40)) >= 20  # measured 27 of 40
+    assert sum(_walk_finds_best(space, ms, [trap], 20, seed) for seed in range(40)) <= 4  # measured 0 of 40
+    # shrinking is not a joint step (both ways cost the H200 fp8-operand GEMM 0.94 -> 0.72 at 30)
+    tuner = StructureTuner(space=space, seed=0, moves_together=together)
+    shrunk = space.indices_of({"BLOCK_M": 32, "num_warps": 2, "BLOCK_K": 32, "num_stages": 3})
+    assert best in tuner._reach(trap) and shrunk not in tuner._reach(trap)
+
+
 def test_a_stuck_walk_goes_on_from_a_config_as_fast_as_its_incumbent() -> None:
     """The incumbent (1.05) is a local optimum; a config within 2% of it (1.06: the transposed tile, on the H200
     fp8-operand GEMM) sits far from it, and the best (1.0) is two steps from that config, five from the incumbent.
