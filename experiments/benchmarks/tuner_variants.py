@@ -21,7 +21,6 @@ from evoforge.search.bench import best_ratios, knowledge_hints, legality, run_se
 from evoforge.search.strategy_spec import build_strategy
 
 
-
 def one(args: tuple[str, bool, int, dict, tuple[int, ...]]) -> dict[int, float]:
     path, kb, seed, tuner_options, at = args
     landscape = Landscape.load(path)
