@@ -1,6 +1,7 @@
 """Benchmark of the search strategies on tuning landscapes (CPU replay of recorded timings).
 
     .venv/bin/python experiments/benchmarks/search_bench.py [--repeats 200] [--only default | --new | --only-kb] [LANDSCAPE.json ...]
+    .venv/bin/python experiments/benchmarks/search_bench.py --render    # the .md again from the .json, nothing run
 
 Writes experiments/results/search/search_bench.{md,json}: for every registered strategy (and the Optuna samplers
 behind ``bayes``: TPE, CMA-ES), every landscape and batch size, the probability of finding a config within 2% of
@@ -112,7 +113,31 @@ def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
     by_landscape: dict[str, list[dict]] = {}
     for r in results:
         by_landscape.setdefault(r["landscape"], []).append(r)
-    lines += ["## The bar: default at 30 evaluations against random search", "",
+    lines += ["## The bar as a campaign runs it: the knowledge base on (the default)", "",
+              "A campaign with the knowledge base on (the default; `--no-kb` turns it off) tells the strategy the "
+              "values its rules call unsafe for the dtype and the parameters that grow together (a tile dimension and "
+              "the warps: one step of the tuner's walk), and refuses unevaluated every parameter move into a config "
+              "its hard rules forbid (`Campaign._outside_legal_space`; here `search.bench.legality`): random search "
+              "gets the same refusals. Where the knowledge base says nothing of a landscape (no unsafe value, no "
+              "grouped parameters, no refused config) the campaign's search is the plain default's, and so are the "
+              "figures.", "",
+              "| landscape | kind | refused configs | default P@30 | random P@30 | >= 0.8 and >= 2x random |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for name, rows in by_landscape.items():
+        default = next((r for r in rows if r["strategy"] == "default" and r["batch"] == 1 and r.get("kb")), None)
+        rnd = next((r for r in rows if r["strategy"] == "random" and r.get("kb")), None)
+        plain = default is None
+        if plain:  # the knowledge base says nothing here: the default's own rows
+            default = next((r for r in rows if r["strategy"] == "default" and r["batch"] == 1), None)
+            rnd = next((r for r in rows if r["strategy"] == "random" and not r.get("kb")), None)
+        if default is None or rnd is None:
+            continue
+        d, q = _p(default, 30), _p(rnd, 30)
+        verdict = "yes" if d >= 0.8 and d >= 2 * q else ("no (2x random > 1)" if 2 * q > 1 else "no")
+        refused = "none (the knowledge base says nothing here)" if plain else \
+            f"{default.get('illegal_configs', 0)} of {default['configs']}"
+        lines.append(f"| {name} | {kinds[name]} | {refused} | {d:.2f} | {q:.2f} | {verdict} |")
+    lines += ["", "## With the knowledge base off (`--no-kb`, an ablation)", "",
               "| landscape | kind | configs | default P@30 | random P@30 | default >= 0.8 and >= 2x random |",
               "| --- | --- | --- | --- | --- | --- |"]
     for name, rows in by_landscape.items():
@@ -123,23 +148,6 @@ def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
         d, q = _p(default, 30), _p(rnd, 30)
         verdict = "yes" if d >= 0.8 and d >= 2 * q else ("no (2x random > 1)" if 2 * q > 1 else "no")
         lines.append(f"| {name} | {kinds[name]} | {default['configs']} | {d:.2f} | {q:.2f} | {verdict} |")
-    lines += ["", "## The bar as a campaign runs it: the knowledge base on", "",
-              "A campaign with the knowledge base on (the default) tells the strategy the values its rules call "
-              "unsafe for the dtype and the parameters that grow together (a tile dimension and the warps: one step "
-              "of the tuner's walk), and refuses unevaluated every parameter move into a config its hard rules forbid "
-              "(`Campaign._outside_legal_space`; here `search.bench.legality`): random search gets the same refusals.",
-              "",
-              "| landscape | kind | refused configs | default + KB P@30 | random + KB P@30 | >= 0.8 and >= 2x random |",
-              "| --- | --- | --- | --- | --- | --- |"]
-    for name, rows in by_landscape.items():
-        default = next((r for r in rows if r["strategy"] == "default" and r["batch"] == 1 and r.get("kb")), None)
-        rnd = next((r for r in rows if r["strategy"] == "random" and r.get("kb")), None)
-        if default is None or rnd is None:
-            continue
-        d, q = _p(default, 30), _p(rnd, 30)
-        verdict = "yes" if d >= 0.8 and d >= 2 * q else ("no (2x random > 1)" if 2 * q > 1 else "no")
-        lines.append(f"| {name} | {kinds[name]} | {default.get('illegal_configs', 0)} of {default['configs']} | "
-                     f"{d:.2f} | {q:.2f} | {verdict} |")
     lines += ["", "## Every strategy", "",
               "| landscape | strategy | batch | P@20 | P@30 | P@50 | median@30 |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -191,12 +199,15 @@ def _earlier_kinds(out: Path) -> dict[str, str]:
         return {}
 
 
-def wanted(landscape: str, strategy: str, measured: set[str], *, only: list[str], new: bool) -> bool:
-    """Whether a run re-measures this cell: everything; with ``only``, those strategies (and every strategy on a
-    landscape the earlier run lacks); with ``new``, every strategy on the landscapes the earlier run lacks only."""
+def wanted(cell: tuple[str, str, int, bool], have: set[tuple[str, str, int, bool]], *, only: list[str],
+           new: bool) -> bool:
+    """Whether a run measures ``cell`` (landscape, strategy, batch, knowledge base), given the cells of the earlier
+    run (``have``): everything; with ``only``, those strategies (and every cell of a landscape the earlier run
+    lacks); with ``new``, the cells the earlier run lacks only (a new landscape's every row, a strategy missing on
+    a landscape)."""
     if new:
-        return landscape not in measured
-    return not only or strategy in only or landscape not in measured
+        return cell not in have
+    return not only or cell[1] in only or cell[0] not in {c[0] for c in have}
 
 
 def _commit() -> str:
@@ -220,12 +231,23 @@ def main() -> int:
                          "search_bench.json in --out (a landscape it lacks gets every strategy); each row says "
                          "which commit measured it")
     ap.add_argument("--new", action="store_true",
-                    help="score only the landscapes the earlier search_bench.json in --out lacks (every strategy) and "
-                         "keep all its rows (each row says which commit measured it)")
+                    help="score only what the earlier search_bench.json in --out lacks (a new landscape's every row, a "
+                         "strategy missing on a landscape) and keep all its rows (each says which commit measured it)")
     ap.add_argument("--only-kb", action="store_true",
                     help="re-run only the knowledge-base rows (default + KB, random + KB) on every landscape and keep "
                          "every other row of the earlier search_bench.json in --out")
+    ap.add_argument("--render", action="store_true",
+                    help="run nothing: write search_bench.md again from the search_bench.json in --out")
     args = ap.parse_args()
+    if args.render:
+        try:
+            data = json.loads((args.out / "search_bench.json").read_text())
+        except (OSError, ValueError) as exc:
+            print(f"--render: {args.out / 'search_bench.json'} cannot be read ({exc}); run without --render",
+                  file=sys.stderr)
+            return 2
+        (args.out / "search_bench.md").write_text(render(data["meta"], data["results"], data["kinds"]))
+        return 0
     if args.only_kb and (args.only or args.new):
         print("--only-kb: give it alone (it re-runs the knowledge-base rows and keeps every other)", file=sys.stderr)
         return 2
@@ -255,11 +277,11 @@ def main() -> int:
             kinds = {**_earlier_kinds(args.out), **kinds}
         else:
             kept = [r for r in kept if r["landscape"] in kinds]
-    measured = {r["landscape"] for r in kept}  # a landscape new since the earlier run gets every strategy
+    have = {(r["landscape"], r["strategy"], r["batch"], bool(r.get("kb"))) for r in kept}
     commit = _commit()
     cells = [(str(p), s, b, kb, args.repeats, commit) for p in landscapes for s, b, kb in STRATEGIES
              if (not kb or _has_unsafe(p)) and (kb if args.only_kb else
-                                                wanted(p.name, s, measured, only=args.only, new=args.new))]
+                                                wanted((p.name, s, b, kb), have, only=args.only, new=args.new))]
     with ProcessPoolExecutor(args.workers) as pool:
         fresh = list(pool.map(_cell, cells))
     names = list(dict.fromkeys([r["landscape"] for r in kept] + [p.name for p in landscapes]))

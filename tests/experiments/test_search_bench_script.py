@@ -58,12 +58,21 @@ def test_only_refuses_an_earlier_run_of_another_size_naming_the_file_and_the_fix
         bench._kept_rows(tmp_path / "missing", ["default"], 200)
 
 
-def test_new_scores_every_strategy_on_the_added_landscapes_and_nothing_already_measured(bench) -> None:
-    measured = {"matmul_bf16_4096.json"}
-    assert not any(bench.wanted("matmul_bf16_4096.json", s, measured, only=[], new=True) for s, _, _ in bench.STRATEGIES)
-    assert all(bench.wanted("matmul_fp32_split_4096.json", s, measured, only=[], new=True) for s, _, _ in bench.STRATEGIES)
-    assert bench.wanted("matmul_bf16_4096.json", "default", measured, only=["default"], new=False)
-    assert not bench.wanted("matmul_bf16_4096.json", "random", measured, only=["default"], new=False)
+def test_new_scores_what_the_earlier_run_lacks_and_nothing_already_measured(bench) -> None:
+    have = {("matmul_bf16_4096.json", s, b, kb) for s, b, kb in bench.STRATEGIES}
+    have |= {("fp16_acc.json", "default", 1, False), ("fp16_acc.json", "random", 1, True)}
+
+    def wanted(name, **kw):
+        return [c for c in bench.STRATEGIES if bench.wanted((name, *c), have, **kw)]
+
+    assert wanted("matmul_bf16_4096.json", only=[], new=True) == []
+    assert wanted("matmul_fp32_split_4096.json", only=[], new=True) == bench.STRATEGIES  # a new landscape
+    # a landscape added with the default's rows only gets the strategies it lacks (TPE, CMA-ES, ... beside them)
+    assert ("bayes", 1, False) in wanted("fp16_acc.json", only=[], new=True)
+    assert ("default", 1, False) not in wanted("fp16_acc.json", only=[], new=True)
+    assert ("random", 1, True) not in wanted("fp16_acc.json", only=[], new=True)
+    assert wanted("matmul_bf16_4096.json", only=["default"], new=False) == [
+        c for c in bench.STRATEGIES if c[0] == "default"]
 
 
 def test_new_adds_a_landscape_and_keeps_every_earlier_row_even_those_not_named(bench, tmp_path: Path,
@@ -107,3 +116,27 @@ def test_only_kb_re_runs_the_knowledge_base_rows_and_keeps_every_other(bench, tm
     table = (out / "search_bench.md").read_text()
     assert "## The bar as a campaign runs it: the knowledge base on" in table
     assert "| tiny.json | recorded (NVIDIA H200) | 0 of 4 |" in table
+
+
+def test_the_bar_is_the_campaigns_and_a_landscape_the_knowledge_base_says_nothing_of_keeps_its_default_rows(
+        bench, tmp_path: Path, monkeypatch) -> None:
+    """The first table is the search as a campaign runs it (the knowledge base on): a landscape it says nothing of
+    (the softmax recording) is there with the default's own figures, not left out; --render writes it again from
+    the json without running anything."""
+    kb_row = _row("default", kb=True, illegal_configs=3)
+    kb_row["landscape"] = "b.json"
+    rnd_kb = _row("random", kb=True)
+    rnd_kb["landscape"] = "b.json"
+    data = {"meta": {"repeats": 1, "commit": "aaa1111", "date": "2026-12-02 09:00 UTC", "machine": "m",
+                     "python": "3", "optuna": "5", "cmaes": "0", "numpy": "2"},
+            "kinds": {"a.json": "recorded (NVIDIA H200)", "b.json": "derived"},
+            "results": [_row("default"), _row("random"), kb_row, rnd_kb]}
+    (tmp_path / "search_bench.json").write_text(json.dumps(data))
+    monkeypatch.setattr(sys, "argv", ["search_bench.py", "--render", "--out", str(tmp_path)])
+    assert bench.main() == 0
+    table = (tmp_path / "search_bench.md").read_text()
+    bar = table.split("## With the knowledge base off")[0]
+    assert "| a.json | recorded (NVIDIA H200) | none (the knowledge base says nothing here) | 0.50 | 0.50 |" in bar
+    assert "| b.json | derived | 3 of 10 | 0.50 | 0.50 |" in bar
+    monkeypatch.setattr(sys, "argv", ["search_bench.py", "--render", "--out", str(tmp_path / "none")])
+    assert bench.main() == 2
