@@ -80,7 +80,7 @@ def test_a_compile_failure_with_an_empty_assertion_says_where_it_was_raised():
     """Four level-2 tasks failed on the H200 as "InductorError: AssertionError: " (the assertion had no text):
     the reason now names the file, line and check that raised it, and a failure that says something is kept as
     it was."""
-    from evoforge.mutators.inductor_seed import compile_failure
+    from evoforge.mutators.inductor_seed import compile_failure, raised_in
 
     def lower(channels):
         if channels < 2:
@@ -95,9 +95,11 @@ def test_a_compile_failure_with_an_empty_assertion_says_where_it_was_raised():
         except AssertionError as inner:
             raise InductorError(f"AssertionError: {inner}") from inner
     except InductorError as e:
-        reason = compile_failure(e)
+        reason, err = compile_failure(e), e
     assert reason.startswith("InductorError: AssertionError; AssertionError raised at ")
     assert "test_inductor_seed.py" in reason and "in lower: raise AssertionError" in reason
+    # the capture compiles again without the tiling analysis only when the innermost error was raised in it
+    assert raised_in(err, "mutators/test_inductor_seed.py") and not raised_in(err, "_inductor/tiling_utils.py")
     try:
         raise ValueError("sizes differ: 3 and 4\nmore detail")
     except ValueError as e:
