@@ -209,7 +209,8 @@ def _format_table(res: dict[str, Any]) -> str:
                      _fmt(res["random_median_best_ratio"])))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = [f"{res['landscape']}: {res['configs']} configs recorded on {res['gpu']}, exhaustive best "
-             f"{res['exhaustive_best_ms']:.4f} ms (CPU replay of recorded timings)"]
+             f"{res['exhaustive_best_ms']:.4f} ms (CPU replay of recorded timings; knowledge base "
+             f"{'on, as a campaign runs' if res.get('kb') else 'off'})"]
     lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
 
@@ -231,7 +232,8 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``search-bench LANDSCAPE.json --budget-evals N --repeats R [--strategy NAME] [--seed S] [--json]``."""
+    """Register ``search-bench LANDSCAPE.json --budget-evals N --repeats R [--strategy NAME] [--seed S] [--no-kb]
+    [--json]``."""
     p = subparsers.add_parser(
         "search-bench", help="score a search strategy on a recorded landscape (CPU replay)",
         description="Replay a recorded tuning landscape and report how often a strategy gets within 2%% of the "
@@ -246,10 +248,11 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
                    help="registered strategy name; bayes:gp / bayes:cmaes pick the Optuna sampler (default: default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first repeat (default 0)")
     p.add_argument("--batch", type=int, default=1, help="proposals in flight, finishing in random order (default 1)")
-    p.add_argument("--kb", action="store_true",
-                   help="as a campaign with the knowledge base on: tell the strategy the values the knowledge base "
-                        "calls unsafe for the landscape's dtype (the default strategy reads them), and refuse "
-                        "unevaluated every strategy's moves into configs its hard rules forbid")
+    p.add_argument("--kb", action=argparse.BooleanOptionalAction, default=True,
+                   help="as a campaign runs (the default, the knowledge base on): tell the strategy what the knowledge "
+                        "base says of the landscape (values unsafe for its dtype, parameters that grow together) and "
+                        "refuse unevaluated every strategy's moves into configs its hard rules forbid; --no-kb: as "
+                        "`evoforge run --no-kb`")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(func=_main)
     return p

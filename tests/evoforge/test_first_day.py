@@ -152,6 +152,22 @@ def test_search_bench_counts_its_budget_in_evaluations_as_run_does(capsys):
     assert "--budget is now --budget-evals" in capsys.readouterr().err
 
 
+def test_search_bench_replays_the_search_as_a_campaign_runs_it_unless_told_no_kb(capsys):
+    """`evoforge run` has the knowledge base on unless --no-kb; search-bench, which says what a campaign's search
+    would find, read a search with it off unless --kb: its figure was not the campaign's."""
+    import json
+
+    from tests.search.test_bench import MATMUL
+
+    assert main(["search-bench", str(MATMUL), "--budget-evals", "3", "--repeats", "1", "--json"]) == 0
+    on = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert on["kb"] is True and on["illegal_configs"] == 152 and ["BLOCK_M", "num_warps"] in on["moves_together"]
+    assert main(["search-bench", str(MATMUL), "--budget-evals", "3", "--repeats", "1", "--no-kb", "--json"]) == 0
+    assert "kb" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["search-bench", str(MATMUL), "--budget-evals", "3", "--repeats", "1"]) == 0
+    assert "knowledge base on, as a campaign runs" in capsys.readouterr().out
+
+
 def test_sizes_a_task_unpacks_on_one_line_can_be_set():
     """KernelBench's 3-D tasks write ``D, H, W = 24, 32, 32`` (and 15 tasks ``height = width = 256``); ``--set H=8``
     was refused ("no module constant D, H, W to set"), so such a task could not be made small enough for the
