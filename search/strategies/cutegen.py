@@ -23,7 +23,7 @@ the evolving kernel, why, whether its prompt carried figures).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoforge.search.base import Proposal
@@ -44,10 +44,12 @@ class CuTeGenLoop(LoopStrategy):
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
                  samples: int = 1, debug_attempts: int = 3, steps: int = 0, advance: str = "correct",
-                 patience: int = 3, from_seed: bool = False, then: str = "stop") -> None:
+                 patience: int = 3, from_seed: bool = False, then: str = "stop",
+                 unsafe: Sequence[Mapping[str, Any]] = (), moves_together: Sequence[Sequence[str]] = ()) -> None:
         # a task with no seed kernel (its reference stands in) has nothing to start from but a generation
         self.from_seed = bool(from_seed) and not (initial and initial[0].meta.get("reference"))
-        super().__init__(seed=seed, initial=initial, operators=operators, then=then)
+        super().__init__(seed=seed, initial=initial, operators=operators, then=then, unsafe=unsafe,
+                         moves_together=moves_together)
         if advance not in ADVANCE:
             raise UsageError(f"--strategy cutegen: advance must be one of {', '.join(ADVANCE)}, got {advance!r}")
         if samples < 1 or debug_attempts < 0 or steps < 0 or patience < 0:

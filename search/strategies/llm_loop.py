@@ -17,7 +17,7 @@ exactly (it is deterministic given the results it is told).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoforge.search.base import Proposal
@@ -50,15 +50,17 @@ class LoopStrategy:
     needs: tuple[str, ...] = ()  # operators without which the loop cannot run (the tuner then takes over)
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
-                 then: str = "tune") -> None:
+                 then: str = "tune", unsafe: Sequence[Mapping[str, Any]] = (),
+                 moves_together: Sequence[Sequence[str]] = ()) -> None:
+        """``unsafe`` and ``moves_together``: the knowledge base's hints (``DefaultStrategy``), for the tuner."""
         if then not in THEN:
             raise UsageError(f"--strategy {self.name}: then must be one of {', '.join(THEN)}, got {then!r}")
         self.seed = seed
         self.initial = tuple(initial)
         self.operators = tuple(dict.fromkeys(operators))
         self.then = then
-        self.tuner = DefaultStrategy(seed=seed, initial=self.initial, operators=(PARAMS,)) \
-            if PARAMS in self.operators else None
+        self.tuner = DefaultStrategy(seed=seed, initial=self.initial, operators=(PARAMS,), unsafe=unsafe,
+                                     moves_together=moves_together) if PARAMS in self.operators else None
         self.issued = 0
         self.in_flight: dict[str, dict[str, Any]] = {}  # ticket -> what the loop asked for
         self.decisions: dict[str, dict[str, Any]] = {}  # ticket (or candidate id) -> the decision recorded

@@ -24,7 +24,7 @@ accepted, why, the stage input's and the child's runtime) and the pass as a whol
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoforge.knowledge import STAGE_NAMES
@@ -47,8 +47,10 @@ class StagePipeline(LoopStrategy):
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
                  order: Sequence[str] | None = None, accept: str = "faster", min_gain: float = 0.0,
-                 attempts: int = 3, then: str = "tune") -> None:
-        super().__init__(seed=seed, initial=initial, operators=operators, then=then)
+                 attempts: int = 3, then: str = "tune", unsafe: Sequence[Mapping[str, Any]] = (),
+                 moves_together: Sequence[Sequence[str]] = ()) -> None:
+        super().__init__(seed=seed, initial=initial, operators=operators, then=then, unsafe=unsafe,
+                         moves_together=moves_together)
         self.order = tuple(order) if order is not None else STAGE_NAMES
         unknown = [s for s in self.order if s not in STAGE_NAMES]
         if unknown or not self.order:

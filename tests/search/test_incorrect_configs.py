@@ -167,6 +167,21 @@ def test_a_campaign_tells_its_search_what_the_knowledge_base_says_before_anythin
     assert tuner.known_causes == () and len(tuner.together) == (2 if kb else 0)
 
 
+@pytest.mark.parametrize("name", ["default", "stages", "cutegen"])
+def test_every_strategy_with_the_tuner_behind_it_takes_the_knowledge_bases_hints(name) -> None:
+    """The LLM loops (Xe-Forge's stages, CuTeGen's) tune with the default's tuner once their loop is done; the
+    campaign gives the knowledge base's hints only to a strategy that takes them, and these did not."""
+    from evoforge.search.strategies import strategy_accepts
+    from evoforge.search.strategy_spec import build_strategy
+
+    landscape = Landscape.load(FP32)
+    hints = {"unsafe": [{"SPLIT": "none", "PRECISION": "tf32"}], "moves_together": [["BLOCK", "warps"]]}
+    assert all(strategy_accepts(name, k) for k in hints)
+    strategy = build_strategy(name, seed=0, initial=[landscape.seed_candidate()], options=hints)
+    tuner = strategy if name == "default" else strategy.tuner
+    assert tuner.unsafe == hints["unsafe"] and tuner.moves_together == [("BLOCK", "warps")]
+
+
 def test_the_knowledge_base_calls_unsafe_exactly_the_fp32_dot_precisions_the_judge_rejects() -> None:
     """The rules and the chain's comparator must agree: a precision the judge admits (a 3-pass split) named unsafe
     is a fast, correct choice the search never tries, and one the judge rejects offered to a mutator is a wasted
