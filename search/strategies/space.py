@@ -110,27 +110,23 @@ class ParamSpace:
 
     def neighbours(self, idx: Sequence[int]) -> list[tuple[int, ...]]:
         """One step along one dimension: +-1 on an ordinal index, any other value of a categorical one."""
-        out = []
-        for d, (i, n) in enumerate(zip(idx, self.sizes, strict=True)):
-            steps = (i - 1, i + 1) if self.ordinal[d] else tuple(j for j in range(n) if j != i)
-            for j in steps:
-                if 0 <= j < n:
-                    out.append((*idx[:d], j, *idx[d + 1:]))
-        return out
+        return [(*idx[:d], j, *idx[d + 1:]) for d in range(self.dims) for j in self.steps(idx, d)]
 
     def neighbours2(self, idx: Sequence[int]) -> list[tuple[int, ...]]:
         """Two steps along two different dimensions at once (a tile grows while the warps grow with it)."""
         out = []
         for d1 in range(self.dims):
-            for n1 in self._steps(idx, d1):
+            for n1 in self.steps(idx, d1):
                 for d2 in range(d1 + 1, self.dims):
-                    for n2 in self._steps(idx, d2):
+                    for n2 in self.steps(idx, d2):
                         p = list(idx)
                         p[d1], p[d2] = n1, n2
                         out.append(tuple(p))
         return out
 
-    def _steps(self, idx: Sequence[int], d: int) -> list[int]:
+    def steps(self, idx: Sequence[int], d: int) -> list[int]:
+        """The values one step from ``idx`` along dimension ``d``: +-1 on an ordinal index, any other value of a
+        categorical one."""
         i, n = idx[d], self.sizes[d]
         steps = (i - 1, i + 1) if self.ordinal[d] else tuple(j for j in range(n) if j != i)
         return [j for j in steps if 0 <= j < n]

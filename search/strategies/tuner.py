@@ -455,7 +455,7 @@ class StructureTuner:
             for d in range(space.dims):
                 if d in group:
                     continue
-                for j in space._steps(grown, d):
+                for j in space.steps(grown, d):
                     out.append((*grown[:d], j, *grown[d + 1:]))
         return list(dict.fromkeys(out))
 
