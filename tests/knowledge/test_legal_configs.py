@@ -72,7 +72,7 @@ def test_no_recorded_config_near_the_best_is_illegal() -> None:
     """The hard rules against every H200 GEMM landscape recorded with a template of this checkout: no correct
     config within 1.3x of the best may be refused, whatever rule refuses it (a refused config is never run)."""
     folder = REPO / "experiments" / "results" / "search" / "landscapes"
-    for path in sorted(folder.glob("matmul_*_4096.json")):
+    for path in sorted(folder.glob("matmul_*.json")):  # every recording (derived_* are stand-ins)
         data = json.loads(path.read_text())
         src = (REPO / data["kernel"]).read_text()
         ran = [r for r in data["rows"] if r["status"] == "ok"]
