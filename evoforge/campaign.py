@@ -374,9 +374,7 @@ class Campaign:
 
         if not self.config.knowledge:
             return {}
-        arch = self.config.arch
-        return {"unsafe": knowledge.unsafe_values(None, knowledge.infer_task_dtype(task.source), arch),
-                "moves_together": [list(g) for g in knowledge.moves_together(None, arch)]}
+        return knowledge.search_hints(None, knowledge.infer_task_dtype(task.source), self.config.arch)
 
     def setup(self) -> None:
         """``prepare`` and ``start_pool``: ready to ``run`` (or ``restore`` first, on a resume)."""

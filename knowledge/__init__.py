@@ -17,6 +17,7 @@ Public API::
     allowed_input_precisions(arch, dtype) -> list[str]
     unsafe_values(space, dtype, arch=None) -> list[dict]   (values the rules say compute the wrong function)
     moves_together(names=None, arch=None) -> list[tuple]   (parameters the rules say grow together)
+    search_hints(space, dtype, arch=None) -> dict           (both, as the default strategy's options)
     template_names() / template_source(name)
     find_template_for(task) / template_entry_for(task) / template_floor_passes(task)
 
@@ -26,7 +27,12 @@ An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
 from evoforge.knowledge.cute_guide import cute_guide
 from evoforge.knowledge.hardware import arch_names, ceilings, hardware_summary, load_arch, resolve_arch
 from evoforge.knowledge.legality import SIZE_BOUNDARY_RULES, is_legal, legal_configs, refusal, validate
-from evoforge.knowledge.precision import allowed_input_precisions, infer_task_dtype, unsafe_values
+from evoforge.knowledge.precision import (
+    allowed_input_precisions,
+    infer_task_dtype,
+    search_hints,
+    unsafe_values,
+)
 from evoforge.knowledge.rulebook import Rule, Severity, hard_rule_prompt, moves_together, rules
 from evoforge.knowledge.seed_templates import (
     find_template_for,
@@ -61,6 +67,7 @@ __all__ = [
     "moves_together",
     "resolve_arch",
     "rules",
+    "search_hints",
     "stages",
     "find_template_for",
     "template_entry_for",

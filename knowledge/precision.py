@@ -97,3 +97,13 @@ def unsafe_values(space: Mapping[str, Sequence[Any]] | None, dtype: str,
                 if entry not in out:
                     out.append(entry)
     return out
+
+
+def search_hints(space: Mapping[str, Sequence[Any]] | None, dtype: str, arch: str | None = None) -> dict[str, Any]:
+    """What the rules tell a search of ``space`` (every space when None) for a task with ``dtype`` inputs before
+    anything runs, as the default strategy's options: the values they call unsafe (``unsafe``, see
+    ``unsafe_values``) and the parameters that grow together (``moves_together``, ``rulebook.moves_together``)."""
+    from evoforge.knowledge.rulebook import moves_together
+
+    return {"unsafe": unsafe_values(space, dtype, arch),
+            "moves_together": [list(g) for g in moves_together(None if space is None else list(space), arch)]}

@@ -79,8 +79,7 @@ def knowledge_hints(landscape: Landscape) -> dict[str, Any]:
     that grow together (``moves_together``), as the default strategy's options."""
     from evoforge import knowledge
 
-    return {"unsafe": knowledge.unsafe_values(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch),
-            "moves_together": [list(g) for g in knowledge.moves_together(landscape.space, landscape.arch)]}
+    return knowledge.search_hints(landscape.space, str(landscape.meta.get("dtype", "")), landscape.arch)
 
 
 def run_search(landscape: Landscape, strategy: Strategy, *, budget: int, batch: int = 1, seed: int = 0,
