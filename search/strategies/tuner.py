@@ -105,6 +105,7 @@ class StructureTuner:
         self.together = [tuple(space.names.index(n) for n in group) for group in moves_together
                          if len(group) > 1 and all(n in space.names and space.ordinal[space.names.index(n)]
                                                    for n in group)]
+        self._reach_cache: dict[tuple[int, ...], list[tuple[int, ...]]] = {}  # _reach depends on the space only
         self.own_path_factor = own_path_factor
         self.transfer = transfer
         self.transfers = 0
@@ -440,11 +441,12 @@ class StructureTuner:
     def _reach(self, idx: tuple[int, ...]) -> list[tuple[int, ...]]:
         """The configs within the walk's two steps of ``idx``: one or two dimensions moved one step each, where a
         group of dimensions that grow together (``moves_together``: a tile dimension and the warps that hold its
-        accumulator) grown by one step each counts as one step."""
+        accumulator) grown by one step each counts as one step. Computed once per config (the walk asks for the
+        incumbent's reach on every move; the caller must not change the list)."""
+        if idx in self._reach_cache:
+            return self._reach_cache[idx]
         space = self.space
         out = space.neighbours(idx) + space.neighbours2(idx)
-        if not self.together:
-            return out
         for group in self.together:
             if any(idx[d] + 1 >= space.sizes[d] for d in group):
                 continue
@@ -457,7 +459,8 @@ class StructureTuner:
                     continue
                 for j in space.steps(grown, d):
                     out.append((*grown[:d], j, *grown[d + 1:]))
-        return list(dict.fromkeys(out))
+        self._reach_cache[idx] = list(dict.fromkeys(out)) if self.together else out
+        return self._reach_cache[idx]
 
     def _settled(self, best: tuple[int, ...], kernels: set[tuple[int, ...]]) -> bool:
         """Whether the walk has run at least a share ``settled`` of the incumbent's neighbourhood (those run and
