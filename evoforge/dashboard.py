@@ -5,13 +5,22 @@ serving the dashboard with that artifact store makes each one open in the browse
 Markdown note saying what it is (campaign, task, hardware, versions, budget) and how to read it, so a study
 seen on its own in a shared PostgreSQL record still explains itself. The campaign writes the notes (``annotate``,
 when it finishes): the dashboard is a viewer and writes nothing into the record.
+
+optuna-dashboard itself edits what it shows (its trash icon deletes a study and every artifact of it; notes,
+user attributes, uploads, renames, tells). ``serve`` puts two walls in front of the record: a WSGI middleware
+that lets through only reading methods (``read_only``: refused by method, not by route, so a write route a
+later optuna-dashboard adds is refused too), and the storage and artifact store opened for reading
+(``read_only_storage``: SQLite in ``mode=ro``, PostgreSQL in read-only transactions; ``ReadOnlyArtifactStore``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+from urllib.parse import parse_qs
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 import optuna
 import pandas as pd
@@ -105,10 +114,75 @@ def annotate(run: RunRecord) -> int:
     return changed
 
 
+READING_METHODS = frozenset({"GET", "HEAD"})
+# Headers and the query parameter with which web frameworks let a GET or POST stand for another method.
+METHOD_OVERRIDE_HEADERS = ("HTTP_X_HTTP_METHOD_OVERRIDE", "HTTP_X_HTTP_METHOD", "HTTP_X_METHOD_OVERRIDE")
+READ_ONLY_REASON = ("evoforge dashboard is read-only: the record and the kernels' sources in it are the "
+                    "campaign's and are never changed from here (open the study with Optuna in Python to edit it)")
+
+
+def read_only(app: WSGIApplication) -> WSGIApplication:
+    """``app`` answering only requests that read: any other method (and a GET or POST that asks to stand for
+    another method) gets 403 with the reason as JSON (under ``reason``, where optuna-dashboard reads an error)."""
+
+    def guarded(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        asked = [str(environ.get("REQUEST_METHOD", ""))]
+        asked += [str(environ[h]) for h in METHOD_OVERRIDE_HEADERS if h in environ]
+        asked += parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True).get("_method", [])
+        if all(m.strip().upper() in READING_METHODS for m in asked):
+            return app(environ, start_response)
+        body = json.dumps({"reason": READ_ONLY_REASON}).encode()
+        start_response("403 Forbidden", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                                         ("Allow", "GET, HEAD")])
+        return [body]
+
+    return guarded
+
+
+class ReadOnlyArtifactStore:
+    """Optuna's artifact store protocol over ``store``, reading only: a write or removal that got past
+    ``read_only`` still leaves the sources on disk as they are."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def open_reader(self, artifact_id: str) -> IO[bytes]:
+        return self._store.open_reader(artifact_id)
+
+    def write(self, artifact_id: str, content_body: IO[bytes]) -> None:
+        raise PermissionError(READ_ONLY_REASON)
+
+    def remove(self, artifact_id: str) -> None:
+        raise PermissionError(READ_ONLY_REASON)
+
+
+def read_only_storage(url: str) -> optuna.storages.BaseStorage:
+    """The run's storage opened so that the database itself refuses writes where it can: SQLite through a
+    ``mode=ro`` URI (the path percent-encoded: a raw ``?`` or ``#`` in it would end the path and open another
+    file read-write), PostgreSQL with ``default_transaction_read_only``; any other database as it is."""
+    import sqlite3
+    from urllib.parse import quote
+
+    from evoforge.search.store import open_storage
+
+    if url.startswith("sqlite:///"):
+        uri = f"file:{quote(str(Path(url[len('sqlite:///'):]).resolve()))}?mode=ro"
+
+        def connect() -> sqlite3.Connection:
+            return sqlite3.connect(uri, uri=True, timeout=60, check_same_thread=False)
+
+        return optuna.storages.RDBStorage("sqlite://", engine_kwargs={"creator": connect})
+    if url.startswith(("postgresql:", "postgresql+psycopg2:", "postgresql+psycopg:")):
+        return optuna.storages.RDBStorage(url, engine_kwargs={
+            "pool_pre_ping": True, "connect_args": {"options": "-c default_transaction_read_only=on"}})
+    return open_storage(url)
+
+
 def serve(run_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080) -> None:
     """Serve optuna-dashboard on the run's storage until interrupted; the record is only read."""
     try:
-        from optuna_dashboard import run_server
+        import bottle
+        from optuna_dashboard import wsgi
     except ImportError:
         raise UsageError("evoforge dashboard needs optuna-dashboard: pip install 'evoforge[dashboard]' "
                          "(or pip install optuna-dashboard)") from None
@@ -116,12 +190,13 @@ def serve(run_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8080) -> 
         raise UsageError(f"--port {port}: not a TCP port (1-65535)")
     run = open_run(run_dir)
     artifacts = run.run_dir / "artifacts"
-    store = optuna.artifacts.FileSystemArtifactStore(str(artifacts))
+    store = ReadOnlyArtifactStore(optuna.artifacts.FileSystemArtifactStore(str(artifacts)))
+    app = read_only(wsgi(read_only_storage(run.storage_url), artifact_store=store))
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
     print(f"evoforge dashboard: {len(run.studies)} studies of campaign {run.campaign!r} at "
-          f"http://{shown_host}:{port}/dashboard/ (Ctrl-C to stop)", flush=True)
+          f"http://{shown_host}:{port}/dashboard/ (read-only; Ctrl-C to stop)", flush=True)
     try:
-        run_server(run.storage, host=host, port=port, artifact_store=store)
+        bottle.run(app, host=host, port=port)  # what optuna_dashboard.run_server does with its own app
     except OSError as e:
         raise UsageError(f"--host {host} --port {port}: cannot listen ({e.strerror or e}); "
                          "choose another --port") from None

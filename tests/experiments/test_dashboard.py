@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import io
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +37,22 @@ def _free_port() -> int:
 def _get(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as response:
         return response.read()
+
+
+def _ask(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """One HTTP request as a browser or a script would send it: the status and the body, errors included."""
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _file_hashes(run_dir: Path) -> dict[str, str]:
+    """The record (optuna.db) and every stored source (artifacts/), byte for byte."""
+    files = [run_dir / "optuna.db", *sorted((run_dir / "artifacts").rglob("*"))]
+    return {str(f.relative_to(run_dir)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files if f.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +111,113 @@ def test_the_dashboard_only_reads_the_record(served: tuple[str, Path]) -> None:
     for s in studies:  # every study opened, as a user clicking through would
         _get(f"{base}/api/studies/{s['study_id']}")
     assert _record_state(run_dir) == json.loads((run_dir.parent / "record_before.json").read_text())
+
+
+def test_every_request_that_would_change_the_record_is_refused(served: tuple[str, Path]) -> None:
+    """optuna-dashboard's trash icon (DELETE /api/studies/ID) removed the run's kernel sources and left the study
+    broken. Every writing route of optuna-dashboard, and the ways around a guard by route (a trailing slash, other
+    case, a lower-case method, a method-override header or parameter, verbs it has no route for), gets 403 and
+    changes nothing: optuna.db and the artifacts stay byte for byte, and the study reads as before."""
+    base, run_dir = served
+    studies = json.loads(_get(f"{base}/api/studies"))["study_summaries"]
+    sid = next(s["study_id"] for s in studies if s["study_name"] == "demo/level1/19_ReLU")
+    detail = json.loads(_get(f"{base}/api/studies/{sid}"))
+    trial = next(t for t in detail["trials"] if t["artifacts"])
+    tid, aid = trial["trial_id"], trial["artifacts"][0]["artifact_id"]
+    source = _get(f"{base}/artifacts/{sid}/{tid}/{aid}")
+    before = _file_hashes(run_dir)
+    assert f"artifacts/{aid}" in before
+    note = json.dumps({"version": 1, "body": "overwritten"}).encode()
+    upload = json.dumps({"file": "data:text/plain;base64,eA==", "filename": "x.py"}).encode()
+    writes = [
+        ("DELETE", f"/api/studies/{sid}", None, {}),  # the trash icon
+        ("DELETE", f"/api/artifacts/{sid}/{tid}/{aid}", None, {}),
+        ("DELETE", f"/api/artifacts/{sid}/{aid}", None, {}),
+        ("POST", f"/api/artifacts/{sid}/{tid}", upload, {}),
+        ("POST", f"/api/artifacts/{sid}", upload, {}),
+        ("PUT", f"/api/studies/{sid}/note", note, {}),
+        ("PUT", f"/api/studies/{sid}/{tid}/note", note, {}),
+        ("POST", "/api/studies", json.dumps({"study_name": "new", "directions": ["maximize"]}).encode(), {}),
+        ("POST", f"/api/studies/{sid}/rename", json.dumps({"study_name": "renamed"}).encode(), {}),
+        ("POST", f"/api/trials/{tid}/tell", json.dumps({"state": "Fail"}).encode(), {}),
+        ("POST", f"/api/trials/{tid}/user-attrs", json.dumps({"user_attrs": {"status": "ok"}}).encode(), {}),
+        ("POST", f"/api/studies/{sid}/{tid}/skip", None, {}),
+        ("POST", f"/api/studies/{sid}/preference", json.dumps({"candidates": [0], "clicked": 0, "mode": "ChooseWorst"}).encode(), {}),
+        ("PUT", f"/api/studies/{sid}/preference_feedback_component", json.dumps({"output_type": "note"}).encode(), {}),
+        ("DELETE", f"/api/studies/{sid}/preference/00000000", None, {}),
+        ("POST", "/incompatible-rdb-schema", None, {}),  # optuna-dashboard's schema migration
+        # Ways around a guard that looks at routes or at the method's spelling.
+        ("DELETE", f"/api/studies/{sid}/", None, {}),
+        ("DELETE", f"/API/Studies/{sid}", None, {}),
+        ("delete", f"/api/studies/{sid}", None, {}),  # the dashboard's router upper-cases the method
+        ("PATCH", f"/api/studies/{sid}", note, {}),
+        ("OPTIONS", f"/api/studies/{sid}", None, {}),
+        ("PURGE", "/api/studies", None, {}),
+        ("GET", f"/api/studies/{sid}", None, {"X-HTTP-Method-Override": "DELETE"}),
+        ("GET", f"/api/studies/{sid}", None, {"X-HTTP-Method": "delete"}),
+        ("POST", f"/api/studies/{sid}", None, {"X-HTTP-Method-Override": "GET"}),
+        ("GET", f"/api/studies/{sid}?_method=DELETE", None, {}),
+    ]
+    for method, path, body, headers in writes:
+        status, answer = _ask(method, base + path, body, {"Content-Type": "application/json", **headers})
+        assert status == 403, (method, path, headers, status, answer[:200])
+        if method != "HEAD":
+            assert "read-only" in json.loads(answer)["reason"], (method, path)
+    assert _file_hashes(run_dir) == before
+    assert _record_state(run_dir) == json.loads((run_dir.parent / "record_before.json").read_text())
+    again = json.loads(_get(f"{base}/api/studies/{sid}"))
+    assert len(again["trials"]) == 7 and again["note"]["body"] == detail["note"]["body"]
+    assert _get(f"{base}/artifacts/{sid}/{tid}/{aid}") == source
+    # What a viewer does still works, HEAD included.
+    assert _ask("HEAD", f"{base}/api/studies/{sid}")[0] == 200
+    assert _ask("HEAD", f"{base}/artifacts/{sid}/{tid}/{aid}")[0] == 200
+    assert _ask("GET", f"{base}/csv/{sid}")[0] == 200
+    assert b"<html" in _get(f"{base}/dashboard/studies/{sid}").lower()
+
+
+def test_the_served_storage_and_artifacts_refuse_writes_themselves(run_dir: Path) -> None:
+    """The second wall, for a write that got past the method check: the storage the dashboard is served from is
+    opened read-only (SQLite mode=ro), and its artifact store has no write or removal."""
+    import optuna
+
+    from evoforge.dashboard import ReadOnlyArtifactStore, read_only_storage
+
+    before = _file_hashes(run_dir)
+    storage = read_only_storage(f"sqlite:///{run_dir / 'optuna.db'}")
+    assert len(optuna.load_study(study_name=f"demo/{TASK}", storage=storage).trials) == 7
+    with pytest.raises(optuna.exceptions.StorageInternalError) as refused:
+        optuna.delete_study(study_name=f"demo/{TASK}", storage=storage)
+    assert "readonly database" in str(refused.value.__cause__)
+    store = ReadOnlyArtifactStore(optuna.artifacts.FileSystemArtifactStore(str(run_dir / "artifacts")))
+    aid = next(iter((run_dir / "artifacts").iterdir())).name
+    assert store.open_reader(aid).read()
+    with pytest.raises(PermissionError):
+        store.remove(aid)
+    with pytest.raises(PermissionError):
+        store.write(aid, io.BytesIO(b"replaced"))
+    assert _file_hashes(run_dir) == before
+
+
+def test_read_only_sqlite_opens_the_run_s_file_whatever_its_path(run_dir: Path, tmp_path: Path) -> None:
+    """A record copied into a folder whose name holds `?`, `#` or `%`: a file: URI written naively ends the path
+    at `?` or `#` (SQLite then opens, and creates, another database read-write) or decodes `%41` to `A`."""
+    import shutil
+
+    import optuna
+
+    from evoforge.dashboard import read_only_storage
+
+    odd = tmp_path / "copied ?mode=rw#1 %41"
+    odd.mkdir()
+    shutil.copy(run_dir / "optuna.db", odd / "optuna.db")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    storage = read_only_storage(f"sqlite:///{odd / 'optuna.db'}")
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    assert names == {f"demo/{TASK}", "demo/level1/21_Sigmoid"}
+    with pytest.raises(optuna.exceptions.StorageInternalError) as refused:
+        optuna.delete_study(study_name=f"demo/{TASK}", storage=storage)
+    assert "readonly database" in str(refused.value.__cause__)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no stray database made beside it
 
 
 def test_a_trial_shows_its_evaluation_time_and_categorical_choices(served: tuple[str, Path]) -> None:
@@ -173,3 +299,20 @@ def test_browser_shows_study_trial_and_artifacts(served: tuple[str, Path], tmp_p
     chromium(f"--screenshot={shot}", "--window-size=1400,1000", page)
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_a_postgresql_record_is_served_in_read_only_transactions(postgres_url: str) -> None:
+    """A campaign recorded in PostgreSQL (a cluster's shared record) is read through transactions the server
+    itself keeps read-only."""
+    import optuna
+
+    from evoforge.dashboard import read_only_storage
+
+    study = optuna.create_study(study_name="pg/level1/19_ReLU", storage=postgres_url, direction="maximize")
+    study.add_trial(optuna.trial.create_trial(value=1.5, params={}, distributions={}))
+    storage = read_only_storage(postgres_url)
+    assert optuna.load_study(study_name="pg/level1/19_ReLU", storage=storage).best_value == 1.5
+    with pytest.raises(optuna.exceptions.StorageInternalError) as refused:
+        optuna.delete_study(study_name="pg/level1/19_ReLU", storage=storage)
+    assert "read-only transaction" in str(refused.value.__cause__)
+    assert len(optuna.load_study(study_name="pg/level1/19_ReLU", storage=postgres_url).trials) == 1
