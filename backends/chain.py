@@ -499,6 +499,7 @@ class VerificationChain:
         criteria: set[str] = set()
         main: _Loaded | None = None
         flops: list[int] = []
+        ran: dict[str, set[str]] = {}  # per shape, the kernels the candidate launched there (a path per shape)
         with contextlib.ExitStack() as stack:
             for shape_index, (shape, kind) in enumerate(self._shapes(task)):
                 self._where = f"building ModelNew at {f'shape {shape}' if shape else 'the main shape'}"
@@ -531,6 +532,8 @@ class VerificationChain:
                         # other evaluations of this device compile (or wait) meanwhile.
                         turn = stack.enter_context(self._turn(budget))
                     self._anticheat(task, outcome["reply"], where, language)
+                    label = "main" if not shape else (f"odd {shape}" if kind == "odd" else f"extra {shape}")
+                    ran.setdefault(label, set()).update(str(k) for k in outcome["reply"].get("kernels") or {})
                     cmp = outcome["cmp"]
                     criteria.add(cmp.criterion)
                     worst = (max(worst[0], cmp.max_abs_err), max(worst[1], cmp.max_rel_err))
@@ -548,8 +551,9 @@ class VerificationChain:
                 self._trial(process, budget, main, "0", after, "the main shape, fresh inputs after timing",
                             watch=False)
                 self._phases["timing_s"] = time.perf_counter() - t1
+            result["details"] = {"kernels": {label: sorted(names) for label, names in ran.items()}}
             if turn is not None:
-                result["details"] = {"turn_wait_s": turn["wait_s"], "turn": [turn["start"], time.time()]}
+                result["details"].update({"turn_wait_s": turn["wait_s"], "turn": [turn["start"], time.time()]})
         return EvalResult.from_dict({**result, "status": str(result["status"])})
 
     def _build(self, process: CandidateProcess, budget: _Budget, loaded: _Loaded, key: str) -> None:

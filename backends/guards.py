@@ -93,6 +93,7 @@ class LaunchCounter:
     def __init__(self, *, candidate_file: str | None = None) -> None:
         self.launches = 0
         self.by_language: Counter[str] = Counter()
+        self.kernels: Counter[str] = Counter()  # launches by kernel name (which path of a candidate ran where)
         self.recorder: OpRecorder | None = None
         self.streams: list[Any] = []
         self.candidate_file = candidate_file
@@ -114,6 +115,7 @@ class LaunchCounter:
             def run(fn_self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
                 self.launches += 1
                 self.by_language["triton"] += 1
+                self.kernels[str(getattr(fn_self, "__name__", "?"))] += 1
                 self.note_stream()
                 return __original(fn_self, *args, **kwargs)
 

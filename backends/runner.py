@@ -567,7 +567,8 @@ class Harness:
             out = self._forward(model, inputs, request.get("what", "forward raised"))
         with self.guard.watching():  # a tensor subclass's own code runs when its outputs are read
             flat, described = self._check_outputs(out)
-            reply: dict[str, Any] = {"launches": launches.launches, "outputs": described,
+            reply: dict[str, Any] = {"launches": launches.launches, "kernels": dict(launches.kernels),
+                                     "outputs": described,
                                      "ops": dict(recorder.ops) if recorder is not None else {},
                                      "streams": len(launches.streams)}
             receive = request.get("receive")

@@ -62,13 +62,30 @@ class InductorCapture:
     device: str = ""
     torch_version: str = ""
     task: str = ""
+    # The main shape's own compile (torch.compile's default, static: sizes, strides and layout choices as
+    # constants), a capture of the same form as a dict; None where there is none (``main_failure`` says why).
+    main: dict[str, Any] | None = None
+    main_failure: str = ""
+    # Of a main-shape capture: what its kernels were compiled for. ``guards``: each tensor the graph reads, by
+    # dynamo's source, with its size, stride and dtype; ``init_inputs``: the model's init inputs (plain values);
+    # ``forward_values``: the forward's non-tensor arguments.
+    guards: list[dict[str, Any]] = field(default_factory=list)
+    init_inputs: list[Any] | None = None
+    forward_values: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> InductorCapture:
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def main_capture(self) -> InductorCapture | None:
+        """The main shape's static capture, where there is one."""
+        if not self.main:
+            return None
+        return InductorCapture(**{k: v for k, v in self.main.items() if k in InductorCapture.__dataclass_fields__})
 
 
 # ------------------------------------------------------------------------------------------------ conversion
@@ -197,11 +214,16 @@ class _CallRewrite(ast.NodeTransformer):
     """call()'s body as ModelNew.forward's: launches with explicit grids, plain torch allocation, extern kernels
     kept only where the task allows them."""
 
-    def __init__(self, kernels: dict[str, _Kernel], keys: dict[str, dict[str, str]], allow_ops: tuple[str, ...]):
+    def __init__(self, kernels: dict[str, _Kernel], keys: dict[str, dict[str, str]], allow_ops: tuple[str, ...],
+                 values: dict[str, Any] | None = None):
         self.kernels = kernels
         self.keys = keys
         self.allow_ops = allow_ops
+        self.values = values  # launch values written as literals (a path the search does not tune); else PARAMS
         self.vendor: list[str] = []
+
+    def _value(self, key: str) -> str:
+        return repr(self.values[key]) if self.values is not None else f'PARAMS["{key}"]'
 
     def visit_Expr(self, node: ast.Expr) -> ast.AST | None:
         if isinstance(node.value, ast.Call):
@@ -255,8 +277,7 @@ class _CallRewrite(ast.NodeTransformer):
             if numel is None:
                 raise NoInductorSeed(f"kernel {name} launches without its {axis}numel argument")
             block = _BLOCKS[axis]
-            size = (f'PARAMS["{keys[block]}"]' if block in keys
-                    else str(kernel.body_constants.get(block, 1)))
+            size = self._value(keys[block]) if block in keys else str(kernel.body_constants.get(block, 1))
             dims.append(f"triton.cdiv({ast.unparse(numel)}, {size})")
         if kernel.grid_type == "Grid2DWithYZOverflow":
             grid = f"yz_overflow_grid({dims[0]}, {dims[1]})"
@@ -265,8 +286,8 @@ class _CallRewrite(ast.NodeTransformer):
         launch = ast.parse(f"{name}[{grid}]()", mode="eval").body
         assert isinstance(launch, ast.Call)
         launch.args = args
-        for key, param in ((k, v) for k, v in keys.items()):
-            launch.keywords.append(ast.keyword(key, ast.parse(f'PARAMS["{param}"]', mode="eval").body))
+        for key, param in keys.items():
+            launch.keywords.append(ast.keyword(key, ast.parse(self._value(param), mode="eval").body))
         return ast.Expr(launch)
 
 
@@ -350,23 +371,46 @@ def yz_overflow_grid(x_grid, y_grid, max_y=65535):
 '''
 
 
-def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = ()) -> str:
-    """The candidate module made of one capture; ``NoInductorSeed`` with the reason where there is none."""
-    kernels, call = _kernels_and_call(capture.output_code)
+@dataclass
+class _Path:
+    """One capture converted: its kernels, the forward's body, and the launch values (PARAMS/SPACE when tuned)."""
+
+    kernels: dict[str, _Kernel]
+    body: list[str]  # the forward's statements, unindented
+    params: dict[str, Any]
+    space: dict[str, list[Any]]
+    helpers: set[str]
+
+
+def _rename_kernels(code: str, suffix: str) -> str:
+    """Inductor names a graph's kernels alike in every compile (``triton_poi_fused_relu_0``): one path's kernels
+    renamed so that two paths' kernels live in one module."""
+    names = re.findall(r"^(\w+) = async_compile\.triton\(", code, flags=re.MULTILINE)
+    for name in sorted(set(names), key=len, reverse=True):
+        code = re.sub(rf"\b{name}\b", f"{name}{suffix}", code)
+    return code
+
+
+def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: bool, suffix: str = "") -> _Path:
+    """One capture's kernels and forward body; ``tuned``: launch values read from PARAMS, else written as
+    literals (Inductor's choice)."""
+    kernels, call = _kernels_and_call(_rename_kernels(capture.output_code, suffix) if suffix else capture.output_code)
     if not kernels:
         raise NoInductorSeed("Inductor made no Triton kernel for this task (it runs as library calls only)")
     for kernel in kernels.values():
         if kernel.grid_type not in _GRIDS:
             raise NoInductorSeed(f"Inductor launches kernel {kernel.name} ({kernel.kind}) on a "
                                  f"{kernel.grid_type or 'custom'} grid, which the seed conversion does not handle")
-    keys, params, space = _launch_keys(kernels, capture.configs)
-    rewrite = _CallRewrite(kernels, keys, tuple(allow_ops))
+    configs = {f"{name}{suffix}": found for name, found in capture.configs.items()}
+    keys, params, space = _launch_keys(kernels, configs)
+    rewrite = _CallRewrite(kernels, keys, tuple(allow_ops), values=None if tuned else params)
     body = [rewrite.visit(stmt) for stmt in call.body]
     if rewrite.vendor:
         ops = sorted(set(rewrite.vendor))
         raise NoInductorSeed(
             f"Inductor calls {', '.join(ops)} from a vendor library for this task; the seed's kernels must compute "
-            f"it all unless the task allows it (allow_ops = {json.dumps(ops)} in its [[tasks]] entry)")
+            f"it all unless the task allows it (allow_ops = {json.dumps(ops)} in its [[tasks]] entry, or "
+            f"--allow-ops {','.join(ops)})")
     flat: list[ast.stmt] = []
     for stmt in body:
         if stmt is None:
@@ -394,8 +438,54 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
         lines.append(ast.unparse(stmt))
     device = (f"device_ = {capture.device_arg}.device" if capture.device_arg
               else "device_ = next(self.parameters()).device")
-    forward = "\n".join(["    def forward(self, " + ", ".join(capture.forward_args) + "):",
-                         f"        {device}", *("        " + line for stmt in lines for line in stmt.splitlines())])
+    helper_names = _helper_closure({h for k in kernels.values() for h in k.helpers}, capture.helpers)
+    missing = sorted(h for h in helper_names if h not in capture.helpers)
+    if missing:
+        raise NoInductorSeed(f"the kernels call Inductor helpers the capture does not hold: {', '.join(missing)}")
+    return _Path(kernels=kernels, body=[device, *lines], params=params if tuned else {},
+                 space=space if tuned else {}, helpers=helper_names)
+
+
+def _main_guard(main: InductorCapture, forward_args: list[str]) -> tuple[str, str]:
+    """The test that a call is at the shape the main path was compiled for, as torch.compile guards its static
+    build: every tensor the graph reads has the captured size, stride and dtype, and every non-tensor argument the
+    captured value. Returns (the forward's per-call test, the parameters' test, run once: their sizes are fixed when
+    the model is made)."""
+    per_call, once = [], []
+    for guard in main.guards:
+        expr = _source_expr(guard["source"], forward_args)
+        if "shape" not in guard:
+            continue
+        test = (f"{expr}.shape == {tuple(guard['shape'])!r} and {expr}.stride() == {tuple(guard['stride'])!r} "
+                f"and {expr}.dtype == {guard['dtype']}")
+        (once if expr.startswith("self.") else per_call).append(test)
+    for name, value in main.forward_values.items():
+        per_call.append(f"{name} == {value!r}")
+    return " and ".join(per_call) or "True", " and ".join(once) or "True"
+
+
+def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = ()) -> str:
+    """The candidate module made of one capture; ``NoInductorSeed`` with the reason where there is none.
+
+    With a main-shape capture (``capture.main``) the module has two paths, as torch.compile keeps a build per
+    shape: the main shape's kernels, compiled with sizes, strides and layout as constants, and tuned (its launch
+    values are PARAMS/SPACE: the main shape is the one timed); and the shape-generic kernels, Inductor's launch
+    choices written in, for every other shape (the chain's odd and extra shapes). ``ModelNew.forward`` takes the
+    first where the call matches what it was compiled for. A main capture that cannot be converted leaves the
+    generic path alone, tuned, as a seed without one."""
+    allow = tuple(allow_ops)
+    main = capture.main_capture()
+    main_path: _Path | None = None
+    if main is not None and main.init_inputs is not None:
+        try:
+            main_path = _convert(main, allow, tuned=True, suffix="_main")
+        except NoInductorSeed:
+            main_path = None  # the generic path alone (its own reason, if any, is raised below)
+    generic = _convert(capture, allow, tuned=main_path is None)
+    timed = main_path or generic
+    paths = [p for p in (main_path, generic) if p is not None]
+    kernels = {name: k for p in paths for name, k in p.kernels.items()}
+    helper_names = set().union(*(p.helpers for p in paths))
     if capture.model_source:
         init = ("    def __init__(self, *args, **kwargs):\n        super().__init__()\n"
                 "        # The task's Model makes the parameters (its forward removed): same names, shapes and init.\n"
@@ -409,24 +499,51 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
                 "                setattr(self, name, value)\n")
     else:
         init = "    def __init__(self, *args, **kwargs):\n        super().__init__()\n"
-    helper_names = _helper_closure({h for k in kernels.values() for h in k.helpers}, capture.helpers)
-    missing = sorted(h for h in helper_names if h not in capture.helpers)
-    if missing:
-        raise NoInductorSeed(f"the kernels call Inductor helpers the capture does not hold: {', '.join(missing)}")
+    signature = ", ".join(["self", *capture.forward_args])
+    arguments = ", ".join(capture.forward_args)
+
+    def method(name: str, body: list[str]) -> str:
+        return "\n".join([f"    def {name}({signature}):", *("        " + line for stmt in body
+                                                                 for line in stmt.splitlines())])
+
+    if main_path is not None:
+        assert main is not None
+        per_call, once = _main_guard(main, capture.forward_args)
+        init += ("        # The main shape's kernels serve a model made with the main shape's init inputs (a guard, as\n"
+                 "        # torch.compile's static build has one per shape); every other model, the generic ones.\n"
+                 "        self._main_shape = _plain(args) == MAIN_SHAPE_INIT and not kwargs\n"
+                 "        self._main_state = None  # its parameters' sizes, strides and dtypes, checked at the first call\n")
+        forward = "\n".join([
+            f"    def forward({signature}):",
+            "        if self._main_shape and self._main_state is None:",
+            f"            self._main_state = {once if once == 'True' else f'bool({once})'}",
+            f"        if self._main_shape and self._main_state and {per_call}:",
+            f"            return self.forward_main_shape({arguments})",
+            f"        return self.forward_any_shape({arguments})",
+            "",
+            method("forward_main_shape", main_path.body),
+            "",
+            method("forward_any_shape", generic.body)])
+    else:
+        forward = method("forward", generic.body)
     parts = [_HEADER.format(task=capture.task or "the task", torch=capture.torch_version or "?",
                             device=capture.device or "?", operator=INDUCTOR_SEED),
              "\nimport torch.nn.functional as F  # noqa: F401  (the task's Model may use it)\n" if capture.model_source
              else "",
-             f"\nSPACE = {space!r}\nPARAMS = {params!r}\n"]
+             f"\nSPACE = {timed.space!r}\nPARAMS = {timed.params!r}\n"]
+    if main_path is not None:
+        assert main is not None
+        parts.append(_MAIN_SHAPE.format(init=_plain(main.init_inputs)))
     if any(k.grid_type == "Grid2DWithYZOverflow" for k in kernels.values()):
         parts.append(_YZ)
     used = {m for k in kernels.values() for m in re.findall(r"\blibdevice\.(\w+)", k.source)}
     used |= {m for n in helper_names for m in re.findall(r"\blibdevice\.(\w+)", capture.helpers.get(n, ""))}
     parts.append(_libdevice_shim(used))
-    if any(re.search(r"(?<![\w.])math\.", capture.helpers[n]) for n in helper_names):
+    helpers = {**(main.helpers if main_path is not None and main is not None else {}), **capture.helpers}
+    if any(re.search(r"(?<![\w.])math\.", helpers[n]) for n in helper_names):
         parts.append("from triton.language import math\n")
     for name in sorted(helper_names):
-        parts.append("\n\n" + capture.helpers[name].strip() + "\n")
+        parts.append("\n\n" + helpers[name].strip() + "\n")
     for kernel in kernels.values():
         if kernel.local_jit:
             parts.append("\n\n" + kernel.local_jit.strip() + "\n")
@@ -440,6 +557,25 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
     except SyntaxError as e:
         raise NoInductorSeed(f"the converted seed does not parse (line {e.lineno}: {e.msg})") from None
     return source
+
+
+_MAIN_SHAPE = '''
+# The task's main shape (the one timed): its init inputs. forward_main_shape's kernels were compiled for it.
+MAIN_SHAPE_INIT = {init!r}
+
+
+def _plain(value):
+    """Init inputs as JSON would keep them (tuples as lists), to compare with MAIN_SHAPE_INIT."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+'''
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _helper_closure(names: set[str], helpers: dict[str, str]) -> set[str]:
@@ -607,11 +743,14 @@ def capture_env(side_by_side: int) -> dict[str, str]:
     return env
 
 
-def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda") -> InductorCapture:
+def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda",
+            main_shape: bool = True) -> InductorCapture:
     """torch.compile the task's reference with Inductor and record what it made (see the module docstring).
 
-    Sizes stay symbolic (``dynamic=True``, no duck sizing, parameters not forced static) so the seed holds at the
-    chain's odd shapes too; the graph runs without autograd, as the chain runs a candidate."""
+    Two compiles: one with sizes symbolic (``dynamic=True``, no duck sizing, parameters not forced static), so the
+    seed holds at the chain's odd shapes too; and, with ``main_shape``, torch.compile's default static build at the
+    task's main shape (``capture.main``), whose kernels carry its sizes and layout choices as constants. The graph
+    runs without autograd, as the chain runs a candidate."""
     import inspect
     import os
 
@@ -622,26 +761,83 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         os.environ.setdefault("TRITON_INTERPRET", "1")
         inductor_config.cpu_backend = "triton"
         _stand_in_driver()
+    from evoforge.task import exec_module_file
+
+    module = exec_module_file(task_path, "evoforge_inductor_task", overrides)
+    torch.manual_seed(0)
+    init_inputs = module.get_init_inputs()
+    model = module.Model(*init_inputs).to(device)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    code, sources, _examples, out = _compile(model, inputs, dynamic=True)
+    flat = out if isinstance(out, tuple | list) else [out]
+    forward_args = [p for p in inspect.signature(model.forward).parameters]
+    tensors = [name for name, x in zip(forward_args, inputs, strict=False) if isinstance(x, torch.Tensor)]
+    # State the seed must rebuild: parameters, buffers, or a plain attribute its graph reads (LeakyReLU's
+    # ``self.negative_slope``, RMSNorm's ``self.eps``: without the task's Model they raised AttributeError).
+    has_state = bool(list(model.parameters()) or list(model.buffers())
+                     or any(source.startswith("L['self']") for source in sources))
+    helpers = _helper_sources()
+
+    def made(output_code: str, graph_inputs: list[str]) -> InductorCapture:
+        kernels, _ = _kernels_and_call(output_code)
+        needed = _helper_closure({h for k in kernels.values() for h in k.helpers}, helpers)
+        return InductorCapture(output_code=output_code, graph_inputs=graph_inputs, forward_args=forward_args,
+                               n_outputs=len(flat), single_output=not isinstance(out, tuple | list),
+                               model_source=_model_source(task_path) if has_state else "",
+                               device_arg=tensors[0] if tensors else "", configs=_launch_configs(output_code),
+                               helpers={n: helpers[n] for n in sorted(needed) if n in helpers}, device=device,
+                               torch_version=torch.__version__, task=str(task_path))
+
+    result = made(code, sources)
+    if main_shape:
+        plain = _json_plain(init_inputs)
+        values = {name: x for name, x in zip(forward_args, inputs, strict=False) if not isinstance(x, torch.Tensor)}
+        if plain is None or _json_plain(list(values.values())) is None:
+            result.main_failure = "the init inputs or forward arguments are not plain values a guard can compare"
+        else:
+            torch._dynamo.reset()
+            try:
+                code, sources, examples, _ = _compile(model, inputs, dynamic=False)
+                main = made(code, sources)
+            except NoInductorSeed as e:
+                result.main_failure = str(e)
+            else:
+                main.init_inputs = plain
+                main.forward_values = values
+                main.guards = [({"source": s, "shape": list(x.shape), "stride": list(x.stride()), "dtype": str(x.dtype)}
+                                if isinstance(x, torch.Tensor) else {"source": s})
+                               for s, x in zip(sources, examples, strict=True)]
+                result.main = asdict(main)
+    return result
+
+
+def _json_plain(value: Any) -> Any:
+    """``value`` as JSON keeps it (tuples as lists), or None where it holds anything else (a tensor)."""
+    if isinstance(value, list | tuple):
+        items = [_json_plain(v) for v in value]
+        return None if any(i is None and v is not None for i, v in zip(items, value, strict=True)) else items
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return None
+
+
+def _compile(model: Any, inputs: list[Any], *, dynamic: bool) -> tuple[str, list[str], list[Any], Any]:
+    """One torch.compile of the model with Inductor: its output code, each graph input's source, the example
+    inputs the graph was compiled for, and the output. ``dynamic``: sizes symbolic, with the capture's adjustments
+    that keep them so; else torch.compile's default static build."""
+    import torch
     import torch._dynamo.config as dynamo_config
+    import torch._inductor.config as inductor_config
     import torch._inductor.kernel.conv  # noqa: F401  (registers Inductor's convolution lowering, replaced below)
     import torch.fx.experimental._config as fx_config
     from torch._inductor import lowering as inductor_lowering
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
+    from torch.nn.modules.instancenorm import _InstanceNorm
 
-    from evoforge.task import exec_module_file
-
-    dynamo_config.force_parameter_static_shapes = False
-    # A module's parameters (and sizes read off it) stay symbolic too: a weight made from an init input
-    # (nn.Linear(in_features, ...)) must follow the chain's odd init sizes, not be written in as literals.
-    dynamo_config.force_nn_module_property_static_shapes = False
-    fx_config.use_duck_shape = False
-    module = exec_module_file(task_path, "evoforge_inductor_task", overrides)
-    torch.manual_seed(0)
-    model = module.Model(*module.get_init_inputs()).to(device)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
     codes: list[str] = []
     graphs: list[list[str]] = []
+    examples: list[list[Any]] = []
     original = GraphLowering.save_output_code
 
     def save(code: str) -> None:
@@ -652,24 +848,33 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         compile_fx(gm, example_inputs)
         if len(codes) > before:  # a graph dynamo gave up on (and traced again, e.g. with a float specialised)
             graphs.append([n.meta["grapharg"].source.name for n in gm.graph.nodes if n.op == "placeholder"])
+            examples.append(list(example_inputs))
         return gm.forward  # the seed is what Inductor wrote; running it is the chain's business
 
-    GraphLowering.save_output_code = staticmethod(save)  # type: ignore[method-assign]
-    # A convolution is a vendor call in the seed (its kernels fuse what surrounds it), so Inductor's own lowering
-    # of it is not wanted here: that lowering guards the weight's sizes to constants (``guard_int_seq``), and every
-    # kernel after the convolution was written for the captured channel count (on the H200, 10 of 25 level-2
-    # tasks failed the chain's odd sizes). As a plain fallback the sizes stay symbolic.
-    conv_lowering = inductor_lowering.lowerings[torch.ops.aten.convolution.default]
-    inductor_lowering.lowerings[torch.ops.aten.convolution.default] = inductor_lowering.fallback_handler(
-        torch.ops.aten.convolution.default, add_to_fallback_set=False)
-    layer_norm_forward = torch.nn.LayerNorm.forward
-    torch.nn.LayerNorm.forward = _layer_norm_sized_by_weight  # type: ignore[method-assign]
-    from torch.nn.modules.instancenorm import _InstanceNorm
+    patched: list[tuple[Any, str, Any]] = []
 
-    instance_norm_forward = _InstanceNorm.forward
-    _InstanceNorm.forward = _instance_norm_unchecked  # type: ignore[method-assign]
-    max_pool1d_forward = torch.nn.MaxPool1d.forward
-    torch.nn.MaxPool1d.forward = _max_pool1d_as_2d  # type: ignore[method-assign]
+    def patch(owner: Any, name: str, value: Any) -> None:
+        patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    GraphLowering.save_output_code = staticmethod(save)  # type: ignore[method-assign]
+    symbolic = {}
+    if dynamic:
+        # A module's parameters (and sizes read off it) stay symbolic too: a weight made from an init input
+        # (nn.Linear(in_features, ...)) must follow the chain's odd init sizes, not be written in as literals.
+        symbolic = {"force_parameter_static_shapes": False, "force_nn_module_property_static_shapes": False}
+        # A convolution is a vendor call in the seed (its kernels fuse what surrounds it), so Inductor's own
+        # lowering of it is not wanted here: that lowering guards the weight's sizes to constants
+        # (``guard_int_seq``), and every kernel after the convolution was written for the captured channel count
+        # (on the H200, 10 of 25 level-2 tasks failed the chain's odd sizes). As a plain fallback the sizes stay
+        # symbolic. The static build keeps Inductor's lowering (its layout choices are the point of it).
+        lowerings = inductor_lowering.lowerings
+        conv = torch.ops.aten.convolution.default
+        patch_lowering = (lowerings, conv, lowerings[conv])
+        lowerings[conv] = inductor_lowering.fallback_handler(conv, add_to_fallback_set=False)
+        patch(torch.nn.LayerNorm, "forward", _layer_norm_sized_by_weight)
+        patch(_InstanceNorm, "forward", _instance_norm_unchecked)
+        patch(torch.nn.MaxPool1d, "forward", _max_pool1d_as_2d)
     try:
         # The graph cache's key does not see the lowering replaced above: a cached graph would bring it back.
         # Inductor's memory-coalescing tiling analysis is, by its own note, not for dynamic shapes, yet runs on them:
@@ -677,43 +882,30 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
         # (tiling_utils.get_pw_red_splits; L2/25, 36, 58 and 92 on the H200). Such a failure is compiled once more
         # with the analysis off; every other task compiles as before.
         for retry in (False, True):
-            patch = {"fx_graph_cache": False, **({"triton.coalesce_tiling_analysis": False} if retry else {})}
+            options = {"fx_graph_cache": False, **({"triton.coalesce_tiling_analysis": False} if retry else {})}
             try:
-                with torch.no_grad(), inductor_config.patch(patch):
-                    out = torch.compile(model, backend=backend, dynamic=True, fullgraph=True)(*inputs)
+                with (torch.no_grad(), inductor_config.patch(options), dynamo_config.patch(symbolic),
+                      fx_config.patch({"use_duck_shape": not dynamic})):
+                    out = torch.compile(model, backend=backend, dynamic=dynamic, fullgraph=True)(*inputs)
                 break
             except Exception as e:  # noqa: BLE001  (any failure of torch.compile is a reason, not a traceback)
                 if retry or not raised_in(e, "_inductor/tiling_utils.py"):
                     raise NoInductorSeed(f"torch.compile failed on this task ({compile_failure(e)})") from None
                 codes.clear()
                 graphs.clear()
+                examples.clear()
                 torch._dynamo.reset()
     finally:
         GraphLowering.save_output_code = original  # type: ignore[method-assign]
-        inductor_lowering.lowerings[torch.ops.aten.convolution.default] = conv_lowering
-        torch.nn.LayerNorm.forward = layer_norm_forward  # type: ignore[method-assign]
-        _InstanceNorm.forward = instance_norm_forward  # type: ignore[method-assign]
-        torch.nn.MaxPool1d.forward = max_pool1d_forward  # type: ignore[method-assign]
+        if dynamic:
+            lowerings, conv, lowering = patch_lowering
+            lowerings[conv] = lowering
+        for owner, name, value in reversed(patched):
+            setattr(owner, name, value)
     if len(codes) != 1 or len(graphs) != 1:
         raise NoInductorSeed(f"torch.compile made {len(graphs)} graphs ({len(codes)} output codes) of this task where "
                              "the seed needs one")
-    flat = out if isinstance(out, tuple | list) else [out]
-    forward_args = [p for p in inspect.signature(model.forward).parameters]
-    tensors = [name for name, x in zip(forward_args, inputs, strict=False) if isinstance(x, torch.Tensor)]
-    # State the seed must rebuild: parameters, buffers, or a plain attribute its graph reads (LeakyReLU's
-    # ``self.negative_slope``, RMSNorm's ``self.eps``: without the task's Model they raised AttributeError).
-    has_state = bool(list(model.parameters()) or list(model.buffers())
-                     or any(source.startswith("L['self']") for source in graphs[0]))
-    configs = _launch_configs(codes[0])
-    helpers = _helper_sources()
-    kernels, _ = _kernels_and_call(codes[0])
-    needed = _helper_closure({h for k in kernels.values() for h in k.helpers}, helpers)
-    return InductorCapture(output_code=codes[0], graph_inputs=graphs[0], forward_args=forward_args,
-                           n_outputs=len(flat), single_output=not isinstance(out, tuple | list),
-                           model_source=_model_source(task_path) if has_state else "",
-                           device_arg=tensors[0] if tensors else "", configs=configs,
-                           helpers={n: helpers[n] for n in sorted(needed) if n in helpers}, device=device, torch_version=torch.__version__,
-                           task=str(task_path))
+    return codes[0], graphs[0], examples[0], out
 
 
 def _kernel_configs(kernel: Any) -> list[Any]:

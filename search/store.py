@@ -313,6 +313,8 @@ class OptunaStore:
         for key in ("model", "prompt_tokens", "completion_tokens", "cost_usd"):
             if key in meta:
                 attrs[key] = meta[key]
+        if result.details.get("kernels"):  # which kernels ran at each shape (a seed's main-shape path, its generic one)
+            attrs["kernels_by_shape"] = json.dumps(result.details["kernels"], sort_keys=True)[:MESSAGE_LIMIT]
         attrs.update(extra_attrs or {})
         finished = finished_at if finished_at is not None else time.time()
         started = started_at if started_at is not None else finished - max(float(result.eval_s or 0.0), 0.0)

@@ -274,3 +274,79 @@ def test_captures_side_by_side_share_the_cores_between_their_compile_pools(monke
     assert capture_env(1)["TORCHINDUCTOR_COMPILE_THREADS"] == "16"
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "2")
     assert capture_env(14)["TORCHINDUCTOR_COMPILE_THREADS"] == "2"
+
+
+# ------------------------------------------------------------------------------------------------ the main shape
+# Captured with torch.compile's static build of the main shape beside the shape-generic one (``capture.main``), at
+# the shapes the tests' tasks use as their main shape.
+RELU_SMALL = {"batch_size": 4, "dim": 1000}
+GEMM_SMALL = {"batch_size": 8, "in_features": 32, "out_features": 16, "bias_shape": [16]}
+
+
+def test_a_main_shape_capture_gives_the_timed_shape_kernels_of_its_own():
+    """The seed has two paths, as torch.compile keeps a build per shape: the main shape's kernels (sizes as
+    constants) tuned through PARAMS, and the generic ones (Inductor's launch values written in) for other shapes."""
+    capture = _capture("level1_19_ReLU.main.cpu.json")
+    assert capture.main is not None and capture.main_capture().guards[0]["shape"] == [4, 1000]
+    source = seed_from_capture(capture)
+    assert static_check(source) is None
+    model = source.split("class ModelNew")[1]
+    main, generic = model.split("def forward_main_shape")[1].split("def forward_any_shape")
+    assert "4000" in main and "PARAMS['XBLOCK']" in main  # the size a constant; the launch tuned
+    assert "x.size()[0]" in generic and "PARAMS" not in generic  # symbolic, Inductor's choice written in
+    space, params = declared_space(source)
+    assert params["XBLOCK"] in space["XBLOCK"] and len(space["XBLOCK"]) > 1
+    # Without its main capture the same capture is the generic seed alone, tuned.
+    alone = seed_from_capture(InductorCapture(**{**capture.__dict__, "main": None}))
+    assert "forward_main_shape" not in alone and "PARAMS['XBLOCK']" in alone
+
+
+def test_each_path_runs_where_it_belongs_and_the_record_says_which(interpreter_evaluator, relu_task):
+    """Through the chain: the main-shape kernels at every correctness run of the main shape, the generic ones at
+    the extra shape; the result names the kernels that ran at each."""
+    source = seed_from_capture(_capture("level1_19_ReLU.main.cpu.json"))
+    result = _judge(interpreter_evaluator, relu_task, source)
+    assert result.ok, result.message
+    kernels = result.details["kernels"]
+    assert kernels["main"] == ["triton_poi_fused_relu_0_main"], kernels
+    extra = [names for label, names in kernels.items() if label.startswith("extra")]
+    assert extra == [["triton_poi_fused_relu_0"]], kernels
+
+
+def test_a_wrong_main_shape_path_fails_the_chain(interpreter_evaluator, relu_task):
+    """The main-shape path is judged at every correctness run of the main shape (signed inputs too): an identity
+    there, which rand's non-negative inputs cannot tell from ReLU, is incorrect."""
+    source = seed_from_capture(_capture("level1_19_ReLU.main.cpu.json"))
+    main, rest = source.split("def triton_poi_fused_relu_0_main", 1)
+    body, after = rest.split("\n\n\n", 1)
+    assert "maximum(tmp1, tmp0)" in body
+    cheat = main + "def triton_poi_fused_relu_0_main" + body.replace("maximum(tmp1, tmp0)", "tmp0 + 0 * tmp1") \
+        + "\n\n\n" + after
+    result = _judge(interpreter_evaluator, relu_task, cheat)
+    assert result.status.value == "incorrect" and "main shape" in result.message, result.message
+
+
+def test_a_seed_without_its_generic_path_fails_the_chain(interpreter_evaluator, relu_task):
+    """A main-shape path taken at every shape (a guard that always holds: sizes baked in, no generic path) is
+    wrong at the chain's other shapes: the specialised path is no way around them."""
+    source = seed_from_capture(_capture("level1_19_ReLU.main.cpu.json"))
+    always = source.replace("if self._main_shape and self._main_state and", "if True or")
+    assert always != source
+    result = _judge(interpreter_evaluator, relu_task, always)
+    assert not result.ok and "777" in result.message, result.message
+
+
+def test_a_main_shape_seed_with_parameters_guards_them(interpreter_evaluator):
+    """A GEMM with its weight from init inputs: the main path where the model was made at the main shape, the
+    generic path at the chain's odd init sizes (in_features 31)."""
+    from evoforge.task import Task
+
+    capture = _capture("level2_76_Gemm_Add_ReLU.main.cpu.json")
+    source = seed_from_capture(capture, allow_ops=("addmm",))
+    assert "self.gemm.weight.shape == (16, 32)" in source
+    task = Task.load("L2/76", overrides=GEMM_SMALL, allow_ops=["addmm"])
+    result = _judge(interpreter_evaluator, task, source)
+    assert result.ok, result.message
+    kernels = result.details["kernels"]
+    assert kernels["main"] == ["triton_poi_fused_relu_0_main"]
+    assert [v for k, v in kernels.items() if k.startswith("odd")] == [["triton_poi_fused_relu_0"]], kernels
