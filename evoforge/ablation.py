@@ -157,6 +157,7 @@ def print_aggregate(agg: pd.DataFrame, confidence: float, console: Any = None) -
     """The per-variant table on the terminal, compact (mean ± half-width); aggregate.csv has every column."""
     from rich import box
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     def frac(x: float) -> str:
@@ -184,7 +185,7 @@ def print_aggregate(agg: pd.DataFrame, confidence: float, console: Any = None) -
         geo = "–" if pd.isna(row["geomean_speedup"]) else f"{row['geomean_speedup']:.3g}"
         ci = ("–" if pd.isna(row["geomean_speedup_lo"])
               else f"{row['geomean_speedup_lo']:.2g}–{row['geomean_speedup_hi']:.2g}")
-        table.add_row(str(row["variant"]), pm(row, "success_rate"), geo, ci, *(pm(row, f) for f in fast))
+        table.add_row(escape(str(row["variant"])), pm(row, "success_rate"), geo, ci, *(pm(row, f) for f in fast))
     console.print(table)
     console.print(AGGREGATE_NOTE.format(confidence=confidence), style="dim", highlight=False)
 
@@ -271,7 +272,7 @@ class Ablation:
         pools = None  # the evaluation pools every campaign borrows (started once, by the first that needs one)
         runner = self.runner
         try:
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), disable=not self.progress, transient=False) as bar:
                 job = bar.add_task("runs", total=len(plan))
                 evals = bar.add_task("evaluations", total=None, visible=False)

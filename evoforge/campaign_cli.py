@@ -68,13 +68,16 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
 
 
 def print_leaderboard(summary: dict[str, Any]) -> None:
+    """The summary on the terminal. Names and reasons are the user's words (a task file, a config, a reason
+    quoting `[[tasks]]`): they are printed literally, never read as rich markup."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     if not console.is_terminal:
         console = Console(width=150)  # a log file: no wrapping of the leaderboard
-    table = Table(title=f"campaign {summary['campaign']} on {summary['backend']} ({summary['arch']})")
+    table = Table(title=escape(f"campaign {summary['campaign']} on {summary['backend']} ({summary['arch']})"))
     for col in ("task", "evals", "ok", "best speedup", "best ms", "ref ms", "% floor", "by", "failures"):
         table.add_column(col)
     interpreted = False
@@ -83,25 +86,26 @@ def print_leaderboard(summary: dict[str, Any]) -> None:
         failures = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()) if k != "ok") or "-"
         best = t["best_speedup"]
         interpreted |= t.get("timing_representative") is False
-        table.add_row(name, str(t["evaluations"]), str(statuses.get("ok", 0)),
+        table.add_row(escape(name), str(t["evaluations"]), str(statuses.get("ok", 0)),
                       f"{best:.3g}x" if best else "-",
                       f"{t['best_runtime_ms']:.4g}" if t["best_runtime_ms"] else "-",
                       f"{t['ref_ms']:.4g}" if t["ref_ms"] else "-",
                       f"{t['best_pct_of_floor']:.0f}%" if t.get("best_pct_of_floor") else "-",
-                      t["best_operator"] or "-", failures)
+                      escape(t["best_operator"] or "-"), escape(failures))
     console.print(table)
     for name, t in summary["tasks"].items():
         if t.get("stopped_early"):
-            console.print(f"[yellow]{name} stopped early: {t['stopped_early']}[/yellow]", highlight=False)
+            console.print(f"{name} stopped early: {t['stopped_early']}", style="yellow", markup=False,
+                          highlight=False, soft_wrap=True)  # one line each, whole in a log file too
     for name, why in summary.get("not_started", {}).items():
-        console.print(f"[yellow]{name} not started: {why}[/yellow]", highlight=False)
+        console.print(f"{name} not started: {why}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     if interpreted:
         console.print("[yellow]Times come from the Triton interpreter on the CPU: they check correctness, "
                       "not GPU speed.[/yellow]")
     run_dir = summary["run_dir"]
     console.print(f"Best kernels: {run_dir}/best/   Record: {run_dir}/optuna.db\n"
                   f"Next: evoforge report {run_dir}   |   evoforge dashboard {run_dir}   |   "
-                  f"evoforge run --resume {run_dir} --budget-evals N", highlight=False)
+                  f"evoforge run --resume {run_dir} --budget-evals N", markup=False, highlight=False)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

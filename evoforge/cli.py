@@ -82,10 +82,12 @@ def _report(task: Task, result: Any, as_json: bool) -> int:
 
 def _print_result(task: Task, result: Any) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
-    colour = "green" if result.ok else "red"
-    console.print(f"[bold]{task.name}[/bold] on {result.backend} ({result.arch}): [{colour}]{result.status}[/{colour}]")
+    colour = "green" if result.ok else "red"  # the colours are ours; the names (a task file's) printed literally
+    console.print(f"[bold]{escape(task.name)}[/bold] on {escape(f'{result.backend} ({result.arch})')}: "
+                  f"[{colour}]{escape(f'{result.status}')}[/{colour}]")
     if result.ok and result.max_abs_err is not None:  # a compile-only result has no correctness to show
         console.print(f"  correct ({result.criterion}); max abs err {result.max_abs_err:.3g}")
     if result.ok:

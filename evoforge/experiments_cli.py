@@ -55,13 +55,13 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     plan_size = len(spec.variants) * len(spec.seeds)
     console = Console()
     console.print(f"ablation {spec.path.name}: {len(spec.variants)} variants x {len(spec.seeds)} seeds = "
-                  f"{plan_size} campaigns, into {out}", highlight=False)
+                  f"{plan_size} campaigns, into {out}", markup=False, highlight=False)
     summary = Ablation(spec, out_dir=out, progress=not args.quiet).run()
     agg = write_aggregate(out, summary, spec.confidence)
     print_aggregate(agg, spec.confidence)
     page = write_ablation_report(out)
     console.print(f"{out}/summary.csv (one row per variant, task, seed), {out}/aggregate.csv, report {page}",
-                  highlight=False)
+                  markup=False, highlight=False)
     return 0
 
 

@@ -42,7 +42,7 @@ class CampaignProgress:
     def __enter__(self) -> CampaignProgress:
         if self.live:
             self._progress = Progress(TextColumn("[bold]evaluations"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), TextColumn("{task.description}"),
+                                      TimeElapsedColumn(), TextColumn("{task.description}", markup=False),
                                       console=self.console, transient=False)
             self._progress.start()
             self._task_id = self._progress.add_task(self._describe(), total=self._total(), completed=self._done())
@@ -55,7 +55,7 @@ class CampaignProgress:
             self._progress.update(self._task_id, completed=self._done(), description=self._describe())
         elif time.monotonic() - self._last_line > 10 or self._done() == self._total():
             self._last_line = time.monotonic()  # a log file gets one line per 10 s, not a flood
-            self.console.print(f"[{self._done()}/{self._total()}] {self._describe()}", highlight=False)
+            self.console.print(f"[{self._done()}/{self._total()}] {self._describe()}", markup=False, highlight=False)
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:

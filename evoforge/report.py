@@ -187,6 +187,17 @@ def leaderboard(run: RunRecord) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def task_reasons(run: RunRecord, kind: str) -> dict[str, str]:
+    """Why tasks did not run their budget, as the campaign's ``summary.json`` says: ``kind`` "not_started"
+    (tasks with no way in, which have no study) or "stopped_early" (tasks that stopped before their budget)."""
+    summary = run.summary or {}
+    if kind == "not_started":
+        reasons = summary.get("not_started") or {}
+    else:
+        reasons = {t: s.get(kind) for t, s in (summary.get("tasks") or {}).items() if isinstance(s, dict)}
+    return {str(t): str(why) for t, why in reasons.items() if why}
+
+
 def best_so_far(df: pd.DataFrame) -> pd.Series:
     """Best counted speedup after each evaluation (NaN until the first correct one)."""
     speed = df["speedup"].where(_counted_ok(df))
@@ -443,9 +454,18 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None) -> 
         "best by": board["best_operator"].fillna("–"),
         "tokens": board["tokens"],
     })
+    not_started = {t: why for t, why in task_reasons(run, "not_started").items() if t not in set(board["task"])}
+    if not_started:  # no study of its own: a row of its own, so the table holds every task of the campaign
+        shown = pd.concat([shown.astype(object), pd.DataFrame({"task": list(not_started), "evaluations": 0,
+                                                               "correct": 0, "best by": "not started"})],
+                          ignore_index=True)
     body.append(_table(shown))
     body.append('<p class="meta">Speedup = PyTorch reference time / kernel time on the same device; '
                 "a task with no correct kernel has no speedup (–), never a number.</p>")
+    for task, why in not_started.items():
+        body.append(f'<p class="note"><b>{html.escape(task)}</b> did not start: {html.escape(why)}</p>')
+    for task, why in task_reasons(run, "stopped_early").items():
+        body.append(f'<p class="note"><b>{html.escape(task)}</b> stopped early: {html.escape(why)}</p>')
 
     body.append("<h2>Convergence</h2>")
     body.append(_figure(plot_convergence(run, out), "best speedup so far vs evaluations and vs wall time"))

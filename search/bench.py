@@ -219,11 +219,12 @@ def _fmt(x: float | None) -> str:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from rich.markup import escape
     from rich.progress import Progress
 
     total = args.repeats * 2
     with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
-        task = bar.add_task(f"search-bench {args.strategy}", total=total)
+        task = bar.add_task(escape(f"search-bench {args.strategy}"), total=total)
         res = search_bench(args.landscape, budget=args.budget_evals, repeats=args.repeats, strategy=args.strategy,
                            seed=args.seed, batch=args.batch, progress=lambda k: bar.advance(task, k), kb=args.kb)
     print(json.dumps(res) if args.json else _format_table(res))

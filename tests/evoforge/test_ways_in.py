@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import optuna
 
@@ -85,7 +87,7 @@ def test_a_campaign_of_several_tasks_goes_on_without_one_that_cannot_start(tmp_p
     batched GEMM, which Inductor leaves to cuBLAS: one task with no way in cost the other 99. Now that task is left out with
     one line, said at set-up and in the summary, and the others run."""
     out = _with_capture(tmp_path, (FIXTURES / "inductor" / "level1_20_LeakyReLU.cpu.json").read_text())
-    reason = "Inductor made no Triton kernel for this task (it runs as library calls only)"
+    reason = "Inductor made no Triton kernel for this task (it runs as library calls only: [yellow]bmm)"
     (out / "seeds" / "level1_3_Batched_matrix_multiplication.inductor.json").write_text(json.dumps({"no_seed": reason}))
     config = tmp_path / "two.toml"
     config.write_text(f'[campaign]\nname = "two"\nout = "{out}"\nbackend = "interpreter"\nbudget_evals = 2\n'
@@ -97,6 +99,14 @@ def test_a_campaign_of_several_tasks_goes_on_without_one_that_cannot_start(tmp_p
     assert list(summary["tasks"]) == ["level1/20_LeakyReLU"] and summary["tasks"]["level1/20_LeakyReLU"]["evaluations"]
     assert reason in summary["not_started"]["level1/3_Batched_matrix_multiplication"]
     assert "level1/3_Batched_matrix_multiplication not started" in proc.stdout + proc.stderr
+    # The summary's line holds the reason word for word (rich markup swallowed "[[tasks]]" and "[yellow]"), and
+    # the report lists the task with it.
+    why = summary["not_started"]["level1/3_Batched_matrix_multiplication"]
+    assert "[yellow]bmm" in why and "in its [[tasks]] entry" in why
+    assert f"level1/3_Batched_matrix_multiplication not started: {why}" in proc.stdout.splitlines()
+    assert cli_main(capsys, "report", str(out)).returncode == 0
+    page = html.unescape(re.sub(r"<[^>]+>", "", (out / "report" / "index.html").read_text()))
+    assert f"level1/3_Batched_matrix_multiplication did not start: {why}" in page
     # Every task so: the campaign stops, in one line.
     none = tmp_path / "none" / "seeds"
     none.mkdir(parents=True)

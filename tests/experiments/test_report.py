@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
 
@@ -85,6 +86,25 @@ def test_report_while_running_and_without_a_summary(run_dir: Path) -> None:
     (run_dir / "summary.json").unlink()
     page = write_report(run_dir).read_text()
     assert "running or interrupted" in page and "2.5x" in page
+
+
+def test_report_lists_every_task_with_why_it_did_not_run_its_budget(run_dir: Path) -> None:
+    """A task with no way in has no study: the page left it out entirely. Its row and its reason are there now,
+    as is the reason a task stopped early (both from the campaign's summary.json)."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    why = "task level1/3_Batched_matrix_multiplication: no seed kernel (<cuBLAS>); seed_kernel in its [[tasks]] entry"
+    summary["not_started"] = {"level1/3_Batched_matrix_multiplication": why}
+    summary["tasks"][OTHER]["stopped_early"] = "no new candidate to propose after 2 of 8"
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    page = write_report(run_dir).read_text()
+    rows = _leaderboard_rows(page)
+    header = rows["task"]
+    missing = dict(zip(header, rows["level1/3_Batched_matrix_multiplication"], strict=True))
+    assert missing["evaluations"] == "0" and missing["best speedup"] == "–" and missing["best by"] == "not started"
+    assert dict(zip(header, rows[TASK], strict=True))["evaluations"] == "7"  # the others' rows as they were
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert f"level1/3_Batched_matrix_multiplication did not start: {why}" in text
+    assert f"{OTHER} stopped early: no new candidate to propose after 2 of 8" in text
 
 
 def test_report_of_a_campaign_that_has_just_started(tmp_path: Path) -> None:
