@@ -279,6 +279,8 @@ class VerificationChain:
     def run(self, task: Task, candidate: Candidate) -> EvalResult:
         started = time.perf_counter()
         base = {"backend": self.backend.name, "arch": self.backend.arch, "versions": versions()}
+        if self.options.baseline == "compile":
+            return self._compiled_reference(task, started, base)
         failure = static_verdict(candidate)  # once per child: a stamped candidate is not checked again
         if failure is not None:
             return EvalResult.from_dict({**failure.to_dict(), **base, "eval_s": time.perf_counter() - started})
@@ -320,6 +322,53 @@ class VerificationChain:
         if self._arena is not None and self._arena.staged:
             d["details"]["arena"] = "staged"  # inputs and outputs crossed through a file, not shared device memory
         return EvalResult.from_dict(d)
+
+    def _compiled_reference(self, task: Task, started: float, base: dict[str, Any]) -> EvalResult:
+        """torch.compile's default build of the reference (static: compiled for the main shape, as a user's one
+        line compiles it), checked against the reference and timed against it as candidates are (settled blocks,
+        the cache flushed before every call, the device's turn held): the baseline every kernel is held to. It is
+        the task's own code, so it runs here in the judge; no candidate process is started."""
+        device = self.backend.device
+        loaded = _Loaded(task, {}, device, self.options.seed)
+        inputs = loaded.draw_inputs(self.options.seed + 1)
+        expected = flatten_outputs(loaded.reference(inputs))
+        budget = _Budget(self.options.timeout_s)
+        torch._dynamo.reset()
+        compiled = torch.compile(loaded.ref)
+        try:
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                got = flatten_outputs(compiled(*_clone(inputs)))
+            self.backend.synchronize()
+            compile_s = time.perf_counter() - t0
+            cmp = compare_outputs(got, expected, reference64=lambda: flatten_outputs(loaded.reference64(inputs)),
+                                  rounded64=lambda: flatten_outputs(loaded.reference64(round_significand(inputs))),
+                                  tolerances={getattr(torch, k): v for k, v in self.options.tolerances.items()})
+            got = None
+            representative = self.representative
+            with self._turn(budget), torch.no_grad():
+                timings = interleaved_blocks(
+                    {"ref": self.backend.block_timer(lambda: loaded.ref(*inputs)),
+                     "compiled": self.backend.block_timer(lambda: compiled(*inputs))},
+                    budget_ms=self.options.timing_budget_ms,
+                    **({"max_reps": 8, "min_reps": 2} if not representative else {}))
+        except Exception as e:  # torch.compile failing on the task is the baseline's verdict, said in one line
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            return EvalResult.failure(EvalStatus.RUNTIME_ERROR, f"torch.compile failed on the reference: "
+                                      f"{type(e).__name__}: {first}", eval_s=time.perf_counter() - started,
+                                      details={"baseline": "torch.compile"}, **base)
+        finally:
+            compiled = None
+            torch._dynamo.reset()
+        ref_ms, compiled_ms = timings["ref"].median_ms, timings["compiled"].median_ms
+        return EvalResult.from_dict({
+            **base, "status": str(EvalStatus.OK), "runtime_ms": compiled_ms, "ref_ms": ref_ms,
+            "speedup": ref_ms / compiled_ms if compiled_ms > 0 else None, "compile_s": compile_s,
+            "timing_representative": timings["compiled"].representative, "max_abs_err": cmp.max_abs_err,
+            "criterion": cmp.criterion, "eval_s": time.perf_counter() - started,
+            "device_name": str(self.backend.properties.get("name", "")),
+            "message": "" if cmp.ok else f"torch.compile's own result fails the chain's comparison: {cmp.message}",
+            "details": {"baseline": "torch.compile", "correct": cmp.ok}})
 
     def _judge_holds_the_device(self, message: str) -> str:
         """Where the candidate's process ran out of device memory while the judge's own copies for this task

@@ -53,10 +53,21 @@ class Evaluator:
                  timeout_s: float | None = None) -> EvalResult:
         """One candidate through the chain; ``options`` and ``timeout_s`` replace the evaluator's own for this one
         (one evaluator, and its warm process, serving several campaigns or callers)."""
+        chosen = options or self.options
+        if chosen.baseline:  # no candidate runs: the judge times the baseline (``compile_baseline``)
+            return self.sandbox.evaluate(task, candidate, chosen.to_dict(), timeout_s=timeout_s)
         # A candidate stamped by the campaign's precheck is not checked statically again; the stamp goes on.
         checked, failure = precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
-        return failure or self.sandbox.evaluate(task, checked, (options or self.options).to_dict(),
-                                                timeout_s=timeout_s)
+        return failure or self.sandbox.evaluate(task, checked, chosen.to_dict(), timeout_s=timeout_s)
+
+    def compile_baseline(self, task: Task, options: ChainOptions | None = None, *,
+                         timeout_s: float | None = None) -> EvalResult:
+        """torch.compile's default (static) build of the task's reference, timed against the reference in the
+        judge as a candidate is: ``runtime_ms`` is torch.compile's time, ``speedup`` its speedup over eager."""
+        from dataclasses import replace
+
+        return self.evaluate(task, baseline_candidate(task), replace(options or self.options, baseline="compile"),
+                             timeout_s=timeout_s)
 
     @property
     def containment(self) -> dict[str, str]:
@@ -66,3 +77,8 @@ class Evaluator:
 
     def close(self) -> None:
         self.sandbox.close()
+
+
+def baseline_candidate(task: Task) -> Candidate:
+    """What stands for torch.compile's build where a candidate is expected (the pool's jobs carry one)."""
+    return Candidate(source=task.source, task=task.name, operator="torch.compile", meta={"baseline": True})

@@ -21,12 +21,15 @@ class ChainOptions:
     timeout_s: float = 120.0  # the candidate's process gets this long (its waits for the device excluded)
     variants: bool = True  # signed and scaled inputs beside the task's own distribution
     odd_shape: bool = True  # an odd-sized shape when the task gives no extra shapes
+    # "compile": no candidate; torch.compile's default (static) build of the reference is timed against the
+    # reference as candidates are (the baseline a campaign holds its kernels to, once per task)
+    baseline: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"trials": self.trials, "seed": self.seed, "timing": self.timing,
                 "timing_budget_ms": self.timing_budget_ms, "anticheat": self.anticheat,
                 "tolerances": {k: list(v) for k, v in self.tolerances.items()}, "timeout_s": self.timeout_s,
-                "variants": self.variants, "odd_shape": self.odd_shape}
+                "variants": self.variants, "odd_shape": self.odd_shape, "baseline": self.baseline}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChainOptions:

@@ -40,6 +40,14 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
         config.knowledge = False
     if args.task:
         config.tasks = [TaskConfig(spec=t) for t in args.task]
+    if getattr(args, "allow_ops", None):
+        from evoforge.cli import parse_allow_ops
+
+        ops = parse_allow_ops(args.allow_ops)
+        for t in config.tasks:
+            t.allow_ops = sorted({*t.allow_ops, *ops})
+    if getattr(args, "compile_baseline", None):
+        config.compile_baseline = args.compile_baseline
     if args.seed_kernel:
         if len(config.tasks) > 1 and not args.task:
             raise UsageError("--seed-kernel with several tasks in the config: give --task T for the one it seeds")
@@ -78,7 +86,8 @@ def print_leaderboard(summary: dict[str, Any]) -> None:
     if not console.is_terminal:
         console = Console(width=150)  # a log file: no wrapping of the leaderboard
     table = Table(title=escape(f"campaign {summary['campaign']} on {summary['backend']} ({summary['arch']})"))
-    for col in ("task", "evals", "ok", "best speedup", "best ms", "ref ms", "% floor", "by", "failures"):
+    for col in ("task", "evals", "ok", "best speedup", "vs compile", "best ms", "ref ms", "compile ms", "% floor", "by",
+                "failures"):
         table.add_column(col)
     interpreted = False
     for name, t in summary["tasks"].items():
@@ -88,8 +97,10 @@ def print_leaderboard(summary: dict[str, Any]) -> None:
         interpreted |= t.get("timing_representative") is False
         table.add_row(escape(name), str(t["evaluations"]), str(statuses.get("ok", 0)),
                       f"{best:.3g}x" if best else "-",
+                      f"{t['vs_compile']:.3g}x" if t.get("vs_compile") else "-",
                       f"{t['best_runtime_ms']:.4g}" if t["best_runtime_ms"] else "-",
                       f"{t['ref_ms']:.4g}" if t["ref_ms"] else "-",
+                      f"{t['compile_ms']:.4g}" if t.get("compile_ms") else "-",
                       f"{t['best_pct_of_floor']:.0f}%" if t.get("best_pct_of_floor") else "-",
                       escape(t["best_operator"] or "-"), escape(failures))
     console.print(table)
@@ -97,6 +108,11 @@ def print_leaderboard(summary: dict[str, Any]) -> None:
         if t.get("stopped_early"):
             console.print(f"{name} stopped early: {t['stopped_early']}", style="yellow", markup=False,
                           highlight=False, soft_wrap=True)  # one line each, whole in a log file too
+    for name, t in summary["tasks"].items():
+        if t.get("vs_compile") is not None and t["vs_compile"] < 1.0:
+            console.print(f"{name}: the best kernel runs at {t['vs_compile']:.3g}x torch.compile's build of the "
+                          f"reference ({(t.get('exported') or {}).get('recommendation', '?')} recommended)",
+                          style="yellow", markup=False, highlight=False, soft_wrap=True)
     for name, why in summary.get("not_started", {}).items():
         console.print(f"{name} not started: {why}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     if interpreted:
@@ -185,6 +201,10 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--trials", dest="correctness_runs", type=int, action=DeprecatedFlag, new="--correctness-runs",
                    help=argparse.SUPPRESS)
     p.add_argument("--no-kb", action="store_true", help="turn the knowledge base off (ablation)")
+    p.add_argument("--allow-ops", metavar="OP,...",
+                   help="ATen ops every task's kernels may leave to PyTorch (cuBLAS/cuDNN), e.g. addmm,convolution")
+    p.add_argument("--compile-baseline", choices=["auto", "on", "off"],
+                   help="time torch.compile's default build of each task's reference (auto, the default: on a GPU)")
     p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, LiteLLM, OpenAI)")
     p.add_argument("--llm-model", help="model name; turns the LLM operators on")
     p.add_argument("--llm-api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)")

@@ -31,6 +31,21 @@ def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_
                      options=ChainOptions(trials=trials, timing=timing, seed=seed))
 
 
+def parse_allow_ops(value: str | None, *, flag: str = "--allow-ops") -> list[str]:
+    """``--allow-ops addmm,convolution``: the ATen ops a kernel may leave to PyTorch (cuBLAS/cuDNN), each checked to
+    be one (a misspelt op would allow nothing and fail every candidate)."""
+    if not value:
+        return []
+    ops = [o.strip().removeprefix("aten.") for o in value.split(",") if o.strip()]
+    import torch
+
+    unknown = [o for o in ops if not o.isidentifier() or not hasattr(torch.ops.aten, o)]
+    if unknown:
+        raise UsageError(f"{flag} {unknown[0]}: no ATen op of that name (give ATen op names separated by commas, "
+                         "as a 'not started' line names them: e.g. addmm, bmm, convolution)")
+    return ops
+
+
 def warn_about_inputs(task: Task, backend: Any) -> None:
     """Shapes the task cannot draw inputs at are a UsageError; inputs too big for the backend, a warning."""
     from evoforge.backends.task_inputs import check_task_inputs, size_warning
@@ -46,7 +61,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("--correctness-runs must be at least 1")
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    task = Task.load(args.task, overrides=_set_flags(args.set), shapes=parse_shapes(args.shapes))
+    task = Task.load(args.task, overrides=_set_flags(args.set), shapes=parse_shapes(args.shapes),
+                     allow_ops=parse_allow_ops(args.allow_ops))
     source = read_candidate_file(args.candidate)
     params = _set_flags(args.param, "--param")
     check_params(source, params, where=f"--param (in {args.candidate})")
@@ -64,23 +80,44 @@ def cmd_eval(args: argparse.Namespace) -> int:
     warn_about_inputs(task, backend)  # before an evaluator starts: a bad shape is one line at once
     evaluator = make_evaluator(backend_name=backend.name, arch=args.arch, trials=args.correctness_runs,
                                timeout_s=args.timeout, knowledge=not args.no_kb, timing=not args.no_timing)
+    timed = not args.no_timing and (args.compile_baseline == "on" or (args.compile_baseline == "auto"
+                                                                       and backend.device_count() > 0))
     try:
         result = evaluator.evaluate(task, candidate)
+        baseline = evaluator.compile_baseline(task) if timed and result.ok else None
     finally:
         evaluator.close()
-    return _report(task, result, args.json)
+    return _report(task, result, args.json, baseline=baseline,
+                   untimed="" if timed else ("--no-timing" if args.no_timing else
+                                             "not timed on the interpreter (--compile-baseline on times it)"
+                                             if args.compile_baseline == "auto" else "--compile-baseline off"))
 
 
-def _report(task: Task, result: Any, as_json: bool) -> int:
+def compile_figures(result: Any, baseline: Any, untimed: str = "") -> dict[str, Any]:
+    """A result beside torch.compile's build of the reference: its time, its speedup over the reference, the
+    result's speed over it; where it was not timed, why."""
+    if baseline is None:
+        return {"compile_ms": None, "compile_speedup": None, "vs_compile": None,
+                "compile_baseline": untimed or "not timed (the kernel is not correct)"}
+    if not baseline.ok or not baseline.speedup:
+        return {"compile_ms": None, "compile_speedup": None, "vs_compile": None,
+                "compile_baseline": f"failed: {baseline.message}"}
+    vs = result.speedup / baseline.speedup if result.ok and result.speedup else None
+    return {"compile_ms": baseline.runtime_ms, "compile_speedup": baseline.speedup, "vs_compile": vs,
+            "compile_baseline": "timed"}
+
+
+def _report(task: Task, result: Any, as_json: bool, *, baseline: Any = None, untimed: str = "") -> int:
     d = result.to_dict()
+    figures = compile_figures(result, baseline, untimed) if result.status is not None else {}
     if as_json:
-        print(json.dumps({k: d[k] for k in d if k != "versions"} | {"versions": d["versions"]}))
+        print(json.dumps({k: d[k] for k in d if k != "versions"} | figures | {"versions": d["versions"]}))
     else:
-        _print_result(task, result)
+        _print_result(task, result, figures)
     return 0 if result.status is EvalStatus.OK else 1
 
 
-def _print_result(task: Task, result: Any) -> None:
+def _print_result(task: Task, result: Any, figures: dict[str, Any] | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -94,6 +131,12 @@ def _print_result(task: Task, result: Any) -> None:
         if result.runtime_ms is not None:
             console.print(f"  candidate {result.runtime_ms:.4g} ms, reference {result.ref_ms:.4g} ms, "
                           f"speedup {result.speedup:.3g}x")
+            figures = figures or {}
+            if figures.get("vs_compile") is not None:
+                console.print(f"  torch.compile {figures['compile_ms']:.4g} ms ({figures['compile_speedup']:.3g}x "
+                              f"the reference): the candidate runs at {figures['vs_compile']:.3g}x torch.compile")
+            elif figures.get("compile_baseline"):
+                console.print(f"  torch.compile: {figures['compile_baseline']}", markup=False, highlight=False)
         if result.pct_of_floor is not None:
             console.print(f"  {result.pct_of_floor:.1f}% of the physical floor ({result.floor_ms:.4g} ms)")
     if result.message:
@@ -139,6 +182,10 @@ def _add_eval(sub: Any) -> None:
                    help="cute only: compile with nvcc for --arch (default nvidia-sm90) and stop; needs no GPU")
     p.add_argument("--no-kb", action="store_true", help="skip the knowledge base's hard-rule check")
     p.add_argument("--no-timing", action="store_true", help="check correctness only")
+    p.add_argument("--allow-ops", metavar="OP,...",
+                   help="ATen ops the kernel may leave to PyTorch (cuBLAS/cuDNN), e.g. addmm,convolution")
+    p.add_argument("--compile-baseline", choices=["auto", "on", "off"], default="auto",
+                   help="time torch.compile's default build of the reference beside the kernel (auto: on a GPU)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
     p.set_defaults(func=cmd_eval)
 

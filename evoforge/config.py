@@ -60,6 +60,9 @@ class CampaignConfig:
     correctness_runs: int = 3
     timing_budget_ms: float = 1000.0
     knowledge: bool = True
+    # torch.compile's default (static) build of each task's reference timed once, as candidates are, the baseline
+    # every result is held to: "auto" (on a device; off on the interpreter, whose times say nothing), "on", "off"
+    compile_baseline: str = "auto"
     cache_dir: str = ""  # result cache shared between runs; empty: RUN_DIR/cache
     tasks: list[TaskConfig] = field(default_factory=list)
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -155,6 +158,7 @@ def _normalize_llm(table: Any, source: str) -> Any:
 
 
 # What a resumed campaign may change (the rest is the run's: its name, tasks, operators...).
+COMPILE_BASELINE = ("auto", "on", "off")
 RESUME_OVERRIDES = ("budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout_s",
                     "evaluators_per_device", "build_workers")
 
@@ -228,6 +232,9 @@ def validate_config(config: CampaignConfig, source: str) -> None:
         raise UsageError(f"{source}: build_workers must be >= 0 (0: one per CPU core, up to 16)")
     if config.workers < 0:
         raise UsageError(f"{source}: workers must be >= 0 (0: automatic)")
+    if config.compile_baseline not in COMPILE_BASELINE:
+        where = "--compile-baseline" if source == "flags" else f"{source}: compile_baseline"
+        raise UsageError(f"{where} = {config.compile_baseline!r}: choose from {', '.join(COMPILE_BASELINE)}")
     if config.evaluators_per_device < 1:
         raise UsageError(f"{source}: evaluators_per_device must be at least 1 (1: a GPU evaluates one candidate "
                          "at a time)")

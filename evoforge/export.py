@@ -27,11 +27,13 @@ def task_slug(name: str) -> str:
 
 
 def export_best(run_dir: Path, task: Task, best: tuple[Candidate, EvalResult] | None, seed: Candidate,
-                seed_result: EvalResult | None) -> dict[str, Any]:
+                seed_result: EvalResult | None, *, compile_speedup: float | None = None) -> dict[str, Any]:
     """Write ``RUN_DIR/best/<task>.py`` and ``.json``.
 
     The exported kernel is the fastest correct one, the seed included, so it is never slower than the seed.
-    When even that is slower than the PyTorch reference, the export says so: keep the reference.
+    When even that is slower than the PyTorch reference, the export says so: keep the reference. When it is
+    slower than torch.compile's build of the reference (``compile_speedup``: torch.compile's speedup over the
+    reference, timed as the kernels were), it says that: use torch.compile.
     """
     out_dir = run_dir / "best"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -49,15 +51,25 @@ def export_best(run_dir: Path, task: Task, best: tuple[Candidate, EvalResult] | 
                 pct_of_floor=result.pct_of_floor, timing_representative=result.timing_representative,
                 seed_speedup=seed_result.speedup if seed_result and seed_result.ok else None,
                 recommendation="kernel" if beats_reference else "reference")
+    vs_compile = result.speedup / compile_speedup if result.speedup and compile_speedup else None
+    info.update(compile_speedup=compile_speedup, vs_compile=vs_compile)
     if not beats_reference:
         info["reason"] = (f"the fastest correct kernel runs at {result.speedup:.3g}x the PyTorch reference: "
                           "keep the reference")
+    if vs_compile is not None and vs_compile < 1.0 and compile_speedup is not None and compile_speedup > 1.0:
+        info["recommendation"] = "torch.compile"
+        info["reason"] = (f"the fastest correct kernel runs at {vs_compile:.3g}x torch.compile's build of the "
+                          f"reference ({result.speedup:.3g}x the reference, torch.compile {compile_speedup:.3g}x): "
+                          "use torch.compile(model)")
     if not result.timing_representative:
         info["note"] = "timed on the Triton interpreter: the speedup says nothing about a GPU"
     header = (f"# evoforge: best kernel for {task.name}\n"
               f"# speedup {result.speedup:.4g}x over the PyTorch reference "
               f"({result.runtime_ms:.4g} ms vs {result.ref_ms:.4g} ms on {result.backend}, {result.arch})\n"
+              + (f"# {vs_compile:.4g}x torch.compile's build of the reference\n" if vs_compile is not None else "")
               + ("" if beats_reference else "# NOT faster than the reference: keep the reference.\n")
+              + ("# NOT faster than torch.compile: use torch.compile(model).\n"
+                 if info["recommendation"] == "torch.compile" else "")
               + ("# timed on the Triton interpreter: not representative of a GPU\n"
                  if not result.timing_representative else "")
               + ("# language: CuTe (CUDA C++ in CUDA_SRC, built with nvcc when first loaded; PARAMS are its "

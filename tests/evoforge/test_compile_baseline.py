@@ -1,0 +1,77 @@
+"""torch.compile as the baseline every result is held to (issue R): timed once per task as candidates are, carried
+in the summary, the record, the leaderboard and the export; ``--allow-ops`` from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+
+from evoforge.core import Candidate, EvalResult, EvalStatus
+from tests.conftest import FIXTURES, cli_main, run_cli
+
+RELU = FIXTURES / "relu"
+
+
+def test_eval_prints_torch_compiles_time_beside_the_kernels(capsys):
+    """`evoforge eval` times torch.compile's build of the reference in the judge, as it times the candidate; on the
+    interpreter only when asked (its times say nothing of a GPU), and it says so when not."""
+    kernel = next(p for p in sorted(RELU.glob("*.py")) if "SPACE" in p.read_text())
+    args = ["eval", "L1/19", str(kernel), "--backend", "interpreter", "--set", "batch_size=4", "--set", "dim=1000",
+            "--json"]
+    on = cli_main(capsys, *args, "--compile-baseline", "on")
+    assert on.returncode == 0, on.stderr[-2000:]
+    result = json.loads(on.stdout.strip().splitlines()[-1])
+    assert result["compile_baseline"] == "timed" and result["compile_ms"] > 0 and result["compile_speedup"] > 0
+    assert abs(result["vs_compile"] - result["speedup"] / result["compile_speedup"]) < 1e-9
+    auto = json.loads(cli_main(capsys, *args).stdout.strip().splitlines()[-1])
+    assert auto["compile_ms"] is None and "not timed on the interpreter" in auto["compile_baseline"]
+
+
+def test_allow_ops_names_an_aten_op_or_refuses_in_one_line(capsys):
+    kernel = next(p for p in sorted(RELU.glob("*.py")) if "SPACE" in p.read_text())
+    proc = cli_main(capsys, "eval", "L1/19", str(kernel), "--backend", "interpreter", "--allow-ops", "addmm,adddmm")
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+    assert "--allow-ops adddmm" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_export_recommends_torch_compile_where_the_best_kernel_is_slower(tmp_path):
+    from evoforge.export import export_best
+    from evoforge.task import Task
+
+    task = Task.load("L1/19", overrides={"batch_size": 4, "dim": 1000})
+    source = (RELU / "plain_constants.py").read_text()
+    kernel = Candidate.from_source(source, task=task.name, operator="seed")
+    result = EvalResult(status=EvalStatus.OK, runtime_ms=1.0, ref_ms=1.5, speedup=1.5, timing_representative=True,
+                        backend="cuda", arch="nvidia-sm90")
+    slower = export_best(tmp_path, task, (kernel, result), kernel, result, compile_speedup=2.0)
+    assert slower["recommendation"] == "torch.compile" and "0.75x torch.compile" in slower["reason"]
+    assert "use torch.compile(model)" in (tmp_path / "best" / "level1_19_ReLU.py").read_text()
+    faster = export_best(tmp_path, task, (kernel, result), kernel, result, compile_speedup=1.2)
+    assert faster["recommendation"] == "kernel" and faster["vs_compile"] == 1.25
+
+
+def test_a_campaign_times_torch_compile_once_per_task_and_holds_its_kernels_to_it(tmp_path):
+    """The summary carries compile_ms and vs_compile, the study keeps the baseline (a resume does not time it
+    again), each later trial carries vs_compile, and the leaderboard shows it."""
+    out = tmp_path / "run"
+    args = ["run", "--task", "L1/19", "--seed-kernel", str(RELU / "plain_constants.py"), "--set", "batch_size=4",
+            "--set", "dim=1000", "--backend", "interpreter", "--budget-evals", "2", "--workers", "1",
+            "--compile-baseline", "on", "--out", str(out), "--name", "base"]
+    proc = run_cli(*args, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "vs compile" in proc.stdout and "compile ms" in proc.stdout
+    summary = json.loads((out / "summary.json").read_text())["tasks"]["level1/19_ReLU"]
+    assert summary["compile_baseline"] == "timed" and summary["compile_ms"] > 0
+    assert abs(summary["vs_compile"] - summary["best_speedup"] / summary["compile_speedup"]) < 1e-9
+    exported = json.loads((out / "best" / "level1_19_ReLU.json").read_text())
+    assert exported["vs_compile"] == summary["vs_compile"]
+    study = optuna.load_study(study_name="base/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db")
+    stored = study.user_attrs["compile_baseline"]
+    assert json.loads(stored)["details"]["baseline"] == "torch.compile" and study.user_attrs["compile_ms"] > 0
+    assert any("vs_compile" in t.user_attrs for t in study.trials)
+    again = run_cli("run", "--resume", str(out), "--budget-evals", "3", timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    study = optuna.load_study(study_name="base/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db")
+    assert study.user_attrs["compile_baseline"] == stored  # kept, not timed again
+    assert "torch.compile's build runs at" not in again.stderr
