@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import logging
 import sys
@@ -31,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig, validate_config
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe, source_language
-from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator
+from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator, NothingNew
 from evoforge.mutators.registry import PARAMS, family_of
-from evoforge.search.base import Proposal, Store, Strategy
+from evoforge.search.base import REPEAT, Proposal, Store, Strategy
 from evoforge.search.cache import ResultCache
 from evoforge.search.store import OptunaStore, atomic_write, redact_url
 from evoforge.task import Task, read_candidate_file
@@ -60,6 +61,10 @@ class _Failed:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+#: The most configurations of a seed's SPACE a task that stops early counts through (``Campaign._coverage``; the
+#: hard rules take about half a millisecond a configuration).
+COUNTABLE_SPACE = 10_000
+
 #: Evaluations of one task the judge itself runs out of device memory on, its first among them, before the task
 #: stops (one may be a neighbour's evaluation holding the memory for a moment; two say the task does not fit).
 JUDGE_OOM_STOP = 2
@@ -83,6 +88,7 @@ class TaskState:
     starts: list[Candidate] = field(default_factory=list)  # knowledge starts still to send (after the seed)
     submitted: set[str] = field(default_factory=set)  # ids of children sent to be evaluated (or served) this run
     repeats_skipped: int = 0  # children identical to one evaluated or under way, not evaluated again
+    repeats_waiting: dict[str, list[Candidate]] = field(default_factory=dict)  # id under way -> its repeats, untold
     judge_out_of_memory: int = 0  # evaluations the judge itself could not hold in the device's memory
 
     @property
@@ -109,6 +115,26 @@ class TaskState:
             if len(out) == k:
                 break
         return tuple(out)
+
+
+def _config_key(params: dict[str, Any], space: dict[str, list[Any]]) -> str:
+    return json.dumps([params.get(name) for name in space], default=str)
+
+
+@functools.lru_cache(maxsize=64)
+def _legal_configs(source: str, space_json: str, arch: str, knowledge_on: bool) -> frozenset[str] | None:
+    """The configs of a SPACE (``_config_key``) its hard rules allow on ``arch`` (all of them with the knowledge
+    base off); None for a SPACE with nothing to tune or too large to count (``COUNTABLE_SPACE``)."""
+    import math
+
+    from evoforge import knowledge
+
+    space = json.loads(space_json)
+    if not any(len(v) > 1 for v in space.values()) or math.prod(len(v) for v in space.values()) > COUNTABLE_SPACE:
+        return None
+    configs = (knowledge.legal_configs(space, arch, source=source) if knowledge_on
+               else [dict(zip(space, values, strict=True)) for values in itertools.product(*space.values())])
+    return frozenset(_config_key(c, space) for c in configs)
 
 
 def _stderr_line(text: str) -> None:
@@ -577,7 +603,8 @@ class Campaign:
                                lineage_correct_steps=state.correct_steps.get(parent.id, 0) if parent else 0,
                                knowledge_enabled=self.config.knowledge,
                                seed=self.config.seed + (state.evaluations if number is None else number),
-                               stage=proposal.stage if proposal else "", notes=notes, language=state.seed.language)
+                               stage=proposal.stage if proposal else "", notes=notes, language=state.seed.language,
+                               evaluated=frozenset(state.submitted.union(state.results)))
 
     async def _materialize(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
         """Turn a proposal into a child, or into an ``invalid`` result saying why no child could be made."""
@@ -617,7 +644,8 @@ class Campaign:
             child = await mutator.propose(given if mutator.name == GENERATE else tuple(parents), context)
         except MutationError as e:
             return _Failed(EvalResult.failure(EvalStatus.INVALID, f"{proposal.operator}: {e}"),
-                           dict(getattr(e, "meta", {}) or {}))
+                           {**(getattr(e, "meta", {}) or {}), **({"nothing_new": True} if isinstance(e, NothingNew)
+                                                                else {})})
         except LLMError as e:
             # The endpoint failed, not the child: fall back to an operator that needs no LLM.
             log.warning("%s unavailable (%s); falling back to a non-LLM operator", proposal.operator,
@@ -670,15 +698,44 @@ class Campaign:
     def _repeats_a_child(self, state: TaskState, child: Candidate) -> bool:
         """A child identical (source and params) to one already evaluated or under way is not evaluated, recorded
         or counted again: two parents' moves often land on the same config (a CuTe campaign at 4096^3 spent 5 of
-        its 24 evaluations on repeats). Past four times the budget of repeats, with nothing else under way, the task
-        has nothing new left to try and stops (saying so), so a campaign never spins."""
+        its 24 evaluations on repeats). The strategy is told of it all the same (``_tell_repeat``), so it proposes
+        something else in its place. Past four times the budget of repeats, with nothing else under way, the task
+        stops (saying so, ``_stop``), so a campaign never spins."""
         if child.id in state.submitted or child.id in state.results:
-            state.repeats_skipped += 1
-            if state.repeats_skipped >= 4 * max(8, self.config.budget_evals) and state.in_flight <= 1:  # only this one
-                self._stop(state)
+            if child.id in state.results:
+                self._tell_repeat(state, child, state.results[child.id])
+            else:
+                state.repeats_waiting.setdefault(child.id, []).append(child)
+            self._count_repeat(state, others_in_flight=state.in_flight - 1)  # in flight: this one, until dropped
             return True
         state.submitted.add(child.id)
         return False
+
+    def _nothing_new(self, state: TaskState, proposal: Proposal, failed: _Failed) -> bool:
+        """An operator whose every move from the parent lands on a config evaluated or under way (``NothingNew``)
+        made no child and no failure: nothing is recorded or counted, and the strategy is told, as of a repeat."""
+        if not failed.meta.get("nothing_new"):
+            return False
+        parent = (proposal.parents or (state.seed,))[0]
+        meta = {k: v for k, v in failed.meta.items() if k != "nothing_new"}
+        child = replace(parent, operator=proposal.operator or "?", parents=(parent.id,), stage=proposal.stage,
+                        meta={**meta, "no_child": True})
+        self._tell_repeat(state, child, replace(failed.result, backend=self.backend.name, arch=self.config.arch))
+        self._count_repeat(state, others_in_flight=state.in_flight)
+        return True
+
+    def _tell_repeat(self, state: TaskState, child: Candidate, result: EvalResult) -> None:
+        """The strategy learns that a proposal came to a config already evaluated: the result of that config,
+        marked as a repeat (``search.base.REPEAT``), so it credits no operator and proposes a new config next."""
+        state.strategy.tell(child, replace(result, details={**result.details, REPEAT: True}))
+
+    def _count_repeat(self, state: TaskState, *, others_in_flight: int) -> None:
+        """A task whose every legal config is evaluated stops at its first repeat after that (``_covered``);
+        past four times the budget of repeats, with nothing else under way, any task stops."""
+        state.repeats_skipped += 1
+        if self._covered(state) or (state.repeats_skipped >= 4 * max(8, self.config.budget_evals)
+                                    and others_in_flight <= 0):
+            self._stop(state)
 
     def _absorb(self, state: TaskState, candidate: Candidate, result: EvalResult, *, record: bool = True,
                 worker: str = "", started_at: float | None = None) -> None:
@@ -692,6 +749,9 @@ class Campaign:
             parent_steps = max((state.correct_steps.get(p, 0) for p in candidate.parents), default=0)
             state.correct_steps[candidate.id] = parent_steps + 1 if result.ok else 0
         state.strategy.tell(candidate, result)
+        if not candidate.meta.get("no_child"):
+            for repeat in state.repeats_waiting.pop(candidate.id, ()):  # told once the one they repeat has its result
+                self._tell_repeat(state, repeat, result)
         if result.details.get("judge_out_of_memory"):
             state.judge_out_of_memory += 1
             # Only where the task's own first evaluation (its seed, not a child) did not fit either: a child that
@@ -787,6 +847,9 @@ class Campaign:
                     made = fut.result()
                     if isinstance(made, _Failed):
                         state.in_flight -= 1
+                        if self._nothing_new(state, proposal, made):
+                            told = True  # its operator's every move was evaluated: the strategy proposes again
+                            continue
                         self._failed_proposal(state, proposal, made, started_at=asked_at)
                         told = True
                         progress.update()
@@ -797,6 +860,7 @@ class Campaign:
                         continue
                     if self._repeats_a_child(state, made):
                         state.in_flight -= 1  # the same kernel at the same params: its result is known or coming
+                        told = True
                         continue
                     # The child's one static check; its verdict travels with it to the actor and the chain.
                     made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
@@ -873,23 +937,60 @@ class Campaign:
             return
         ops = [op for op in self.mutators if family_of(op) != "llm"]
         space = state.seed.space
+        dims = "x".join(str(len(v)) for v in space.values())
+        coverage = self._coverage(state)
+        legal = "legal " if self.config.knowledge else ""
+        what = "nothing left to try"
         needs = []
         if not any(len(v) > 1 for v in space.values()):
             needs.append("a SPACE in the seed (SPACE/PARAMS, or launch constants written as literals that can be "
                          "lifted)")
-        elif PARAMS in self.config.operators:
-            needs.append(f"more budget than its SPACE holds ({'x'.join(str(len(v)) for v in space.values())} "
-                         "configurations)")
+        elif coverage is not None and coverage[0] >= coverage[1]:
+            what = (f"the {legal}space of {coverage[1]} configurations is covered: {coverage[0]} distinct "
+                    f"configurations evaluated of {coverage[1]} {legal}ones")
+            needs.append(f"a larger SPACE in the seed (its {dims} hold {coverage[1]} {legal}configurations, each "
+                         "evaluated)")
+        elif coverage is not None:
+            what = (f"nothing left to try: {coverage[0]} distinct configurations evaluated of {coverage[1]} "
+                    f"{legal}ones")
+            if PARAMS not in self.config.operators:
+                needs.append(f"params in --operators (the tuner proposes the {coverage[1] - coverage[0]} {legal}"
+                             "configurations the operators did not reach)")
         if not any(family_of(op) == "llm" for op in self.mutators):
             needs.append("an LLM endpoint (--llm-model NAME --llm-base-url URL)")
-        repeats = (f", {state.repeats_skipped} proposals repeated a configuration already evaluated"
-                   if state.repeats_skipped else "")
+        n = state.repeats_skipped
+        repeats = f", {n} proposal{'s' if n != 1 else ''} repeated a configuration already evaluated" if n else ""
         self.stopped[name] = (
             f"the {self.config.strategy} strategy had no new candidate to propose after {state.evaluations} of "
-            f"{self.config.budget_evals} evaluations: nothing left to try (tried {tried or 'nothing'}{repeats}; operators "
+            f"{self.config.budget_evals} evaluations: {what} (tried {tried or 'nothing'}{repeats}; operators "
             f"{', '.join(self.config.operators)}{' (none applies to the seed)' if not ops else ''}); going on needs "
             f"{' or '.join(needs) or 'other operators'}")
         log.warning("task %s: stopped early: %s", name, self.stopped[name])
+
+    def _coverage(self, state: TaskState) -> tuple[int, int] | None:
+        """How many distinct configs of the seed's SPACE were evaluated, of how many its hard rules allow (every
+        one with the knowledge base off): what a task that stops for want of proposals has covered. None where
+        the SPACE is too large to count (``COUNTABLE_SPACE``)."""
+        from evoforge.core import declared_space
+
+        seed = state.seed
+        declared, defaults = declared_space(seed.source)
+        space = seed.space or declared
+        legal = _legal_configs(seed.source, json.dumps(space, default=str), self.config.arch, self.config.knowledge)
+        if legal is None:
+            return None
+        done = {_config_key({**defaults, **c.params}, space) for c, _ in state.history
+                if not c.meta.get("no_child") and c.structure_id == seed.structure_id}
+        return len(done & legal), len(legal)
+
+    def _covered(self, state: TaskState) -> bool:
+        """Whether nothing an operator of this campaign can make is new: no LLM operator (the rule operators only
+        set parameters), one structure evaluated, and every legal config of its SPACE evaluated."""
+        if any(family_of(op) == "llm" for op in self.mutators) or any(
+                c.structure_id != state.seed.structure_id for c, _ in state.history if not c.meta.get("no_child")):
+            return False
+        coverage = self._coverage(state)
+        return coverage is not None and coverage[0] >= coverage[1]
 
     def _stop_out_of_memory(self, state: TaskState) -> None:
         """The judge could not hold the task's evaluations in the device's memory (its inputs, the reference's

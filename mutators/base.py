@@ -33,7 +33,9 @@ class MutationContext:
     ``stage`` names the stage it asked for (``llm-stage`` runs that one), ``notes`` are findings it wants the model
     told (an earlier attempt at the same step was correct but slower, or its reply could not be used).
     ``language`` is the kernel language the task is searched in (``triton`` or ``cute``): what a kernel written
-    from the reference alone must be in.
+    from the reference alone must be in. ``evaluated`` holds the ids (``Candidate.id``) of every child evaluated or
+    under way in this run: an operator that chooses a configuration skips those (the campaign would not evaluate
+    them again) and raises ``NothingNew`` when nothing else is left to it.
     """
 
     task_name: str
@@ -49,10 +51,17 @@ class MutationContext:
     stage: str = ""
     notes: tuple[str, ...] = ()
     language: str = "triton"
+    evaluated: frozenset[str] = frozenset()
 
 
 class MutationError(Exception):
     """The operator could not produce a child (nothing applicable, unparsable reply). The message says why."""
+
+
+class NothingNew(MutationError):
+    """Every move the operator could make from this parent lands on a configuration already evaluated or under way
+    (``MutationContext.evaluated``): no child, and no failure either. The campaign records nothing and spends no
+    budget on it; the strategy is told, so another proposal takes its place."""
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoforge.knowledge.precision import dtype_bytes
-from evoforge.mutators.base import MutationContext, MutationError
+from evoforge.mutators.base import MutationContext, MutationError, NothingNew
 
 from evoforge import knowledge
 from evoforge.core import Candidate, EvalResult, declared_space
@@ -81,21 +81,27 @@ class _RuleOperator:
         arch = knowledge.resolve_arch(arch)
         self._calls += 1
         rng = random.Random(self._seed_for(context, parent.candidate))
-        for change, note in itertools.islice(self._moves(parent, context, arch, rng), self.max_tries):
+        checked = evaluated = 0
+        for change, note in self._moves(parent, context, arch, rng):
             params = {**parent.params, **change}
             if params == parent.params:
                 continue
+            child = parent.candidate.with_params(change, parents=(parent.candidate.id,), operator=self.name,
+                                                 stage=self.stage, meta={**parent.candidate.meta, "move": note})
+            if child.id in context.evaluated:  # its result is known or coming: the campaign would not run it again
+                evaluated += 1
+                continue
+            checked += 1
+            if checked > self.max_tries:
+                break
             ok, _ = knowledge.is_legal(params, arch, source=parent.candidate.source,
                                        elem_bytes=_elem_bytes(parent.candidate, context))
             if ok:
-                return parent.candidate.with_params(
-                    change,
-                    parents=(parent.candidate.id,),
-                    operator=self.name,
-                    stage=self.stage,
-                    meta={**parent.candidate.meta, "move": note},
-                )
-        raise MutationError(f"{self.name}: no legal move from {_describe(parent.params, parent.space)} on {arch}")
+                return child
+        where = f"from {_describe(parent.params, parent.space)} on {arch}"
+        if evaluated:
+            raise NothingNew(f"{self.name}: no legal move {where} that is not a configuration already evaluated")
+        raise MutationError(f"{self.name}: no legal move {where}")
 
     def _seed_for(self, context: MutationContext, parent: Candidate) -> int:
         key = f"{self.name}:{self.seed}:{context.seed}:{parent.id}:{self._calls}"

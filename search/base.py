@@ -27,12 +27,26 @@ class Proposal:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+#: The ``EvalResult.details`` key that marks a result told for a proposal that repeated an evaluated configuration.
+REPEAT = "repeat"
+
+
+def is_repeat(result: EvalResult) -> bool:
+    """Whether ``result`` was told for a repeat (see ``Strategy``): nothing new was evaluated."""
+    return bool(result.details.get(REPEAT))
+
+
 @runtime_checkable
 class Strategy(Protocol):
     """``ask`` returns up to ``n`` proposals without evaluating anything; ``tell`` feeds one result back.
 
     Results may arrive in any order and ``ask`` may be called again before earlier proposals are told
     (an asynchronous pool never waits for a generation).
+
+    A proposal whose child repeats a configuration already evaluated (or under way) in the run is not evaluated
+    again; it is told all the same, with the result of the one it repeats, or, where its operator found no move
+    that was not evaluated already, as a no-child, marked either way by ``result.details[REPEAT]`` (``is_repeat``):
+    nothing was learned, and it cost no budget, so a strategy proposes something else in its place.
     """
 
     name: str

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evoforge.search.base import Proposal
+from evoforge.search.base import Proposal, is_repeat
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.optuna_tuner import SAMPLER_NAMES, OptunaTuner, make_sampler
 from evoforge.search.strategies.proposals import params_proposal, runtime_of
@@ -69,6 +69,8 @@ class BayesStrategy:
         return out
 
     def tell(self, candidate: Candidate, result: EvalResult) -> None:
+        if is_repeat(result):  # its config was told when it was evaluated; the sampler learns nothing new
+            return
         tuner = self._tuner_for(candidate)
         if tuner is None:
             return

@@ -102,6 +102,13 @@ class DefaultStrategy(EvolutionStrategy):
                 return proposal
         return super()._propose_one()
 
+    def _fill_in(self) -> Proposal | None:
+        """The tuner's next config nobody has proposed, of the best structure that has any left."""
+        for sid in dict.fromkeys([*self._ranked_structures(), *self.spaces]):
+            if self._space_left(sid) and (proposal := self._tune(sid)) is not None:
+                return proposal
+        return None
+
     def _propose_params(self, parent: Individual, island: int) -> Proposal | None:
         ranked = [s for s in self._ranked_structures() if self._space_left(s)][:_TOP_STRUCTURES]
         if not ranked:

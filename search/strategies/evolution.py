@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from evoforge.search.base import Proposal
+from evoforge.search.base import Proposal, is_repeat
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.bandit import AUCBandit
 from evoforge.search.strategies.proposals import params_proposal, runtime_of
@@ -76,6 +76,7 @@ class EvolutionStrategy:
         self._pending_seeds = list(self.initial)
         self._asked = 0
         self._told = 0
+        self._owed = 0  # proposals told as repeats of an evaluated config, each owed a config nobody has proposed
         self._next_island = 0
         for cand in self.initial:
             self._register_structure(cand)
@@ -140,6 +141,13 @@ class EvolutionStrategy:
         seed_sid = self.seed_structure
         if seed_sid is None:
             return None  # nothing to start from until a seed is given or told
+        if self._owed and PARAMS in self.operators:
+            # a proposal came to nothing new (its child repeated an evaluated config): a config nobody has proposed
+            # takes its place, so operators that keep landing on evaluated neighbours cannot starve the budget
+            proposal = self._fill_in()
+            self._owed -= 1
+            if proposal is not None:
+                return proposal
         if PARAMS in self.operators and self._asked < self.init_random and self._space_left(seed_sid):
             return self._random_immigrant(seed_sid)
         applicable = [op for op in self.operators if self._applicable(op)]
@@ -150,6 +158,15 @@ class EvolutionStrategy:
         self._next_island = (self._next_island + 1) % len(self.islands)
         proposal = self._build(op, island)
         return proposal if proposal is not None else self._fallback()
+
+    def _fill_in(self) -> Proposal | None:
+        """A config nobody has proposed, near the best individual where its structure has any left."""
+        best = self.best()
+        proposal = self._propose_params(best, best.island) if best is not None else None
+        if proposal is None:
+            sids = [s for s in self.spaces if self._space_left(s)]
+            proposal = self._random_immigrant(sids[0]) if sids else None
+        return proposal
 
     def _fallback(self) -> Proposal | None:
         """Nothing applicable yet (nothing evaluated): evaluate a seed as it is, or a random config."""
@@ -312,8 +329,11 @@ class EvolutionStrategy:
         parent = self.by_id.get(candidate.parents[0]) if candidate.parents else None
         island = parent.island if parent is not None else self._told % len(self.islands)
         ind = Individual(candidate, result, island)
-        if candidate.operator in self.bandit.arms:
-            better = ind.ok and (parent is None or not parent.ok or ind.runtime_ms < parent.runtime_ms)
+        if is_repeat(result):
+            self._owed += 1
+        if candidate.operator in self.bandit.arms:  # a repeat taught nothing: no credit to the operator
+            better = ind.ok and not is_repeat(result) and (parent is None or not parent.ok
+                                                            or ind.runtime_ms < parent.runtime_ms)
             self.bandit.update(candidate.operator, better)
         if candidate.id in self.by_id:  # told twice: keep the first, never count an individual twice
             return

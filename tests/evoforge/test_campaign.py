@@ -176,13 +176,15 @@ def test_configs_outside_the_legal_space_are_never_evaluated_or_recorded(tmp_pat
     assert summary["illegal_skipped"] > 0
     # It ran out of candidates before its budget of 8, and says why (it stopped silently before).
     assert "no new candidate to propose after 3 of 8" in summary["stopped_early"]
+    assert "the legal space of 3 configurations is covered: 3 distinct configurations evaluated of 3 legal ones" \
+        in summary["stopped_early"]
     assert "stopped early" in proc.stderr
 
 
 def test_a_child_that_repeats_an_evaluated_config_is_not_evaluated_again(tmp_path):
     # One tunable with two values: after the seed and its one neighbour, every retune lands on a config already
     # evaluated. Before, those repeats were evaluated (or served from the cache) and recorded until the budget was
-    # spent; now the campaign stops and says why.
+    # spent; now the campaign stops at the first such proposal, and says why: its legal space is covered.
     seed = tmp_path / "two_blocks.py"
     seed.write_text((FIXTURES / "relu" / "correct.py").read_text().replace(
         'SPACE = {"BLOCK": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]}', 'SPACE = {"BLOCK": [512, 1024], "num_warps": [4]}'))
@@ -196,6 +198,7 @@ def test_a_child_that_repeats_an_evaluated_config_is_not_evaluated_again(tmp_pat
     assert len(params) == len(set(params)) == 2, params
     why = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]["level1/19_ReLU"]["stopped_early"]
     assert "repeated a configuration already evaluated" in why, why
+    assert "the legal space of 2 configurations is covered: 2 distinct configurations evaluated of 2 legal ones" in why
 
 
 def test_a_task_the_judge_cannot_hold_in_memory_stops_and_says_so(tmp_path):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from evoforge.mutators.base import MutationContext, MutationError, Mutator
+from evoforge.mutators.base import MutationContext, MutationError, Mutator, NothingNew
 from evoforge.mutators.registry import OperatorSettings, build_operators
 from evoforge.mutators.rules import (
     GroupedOrdering,
@@ -151,6 +152,24 @@ def test_no_legal_move_is_a_mutation_error() -> None:
     parent = Candidate.from_source(source)
     with pytest.raises(MutationError, match="no legal move"):
         propose(RetuneLaunch(), parent, context())
+
+
+def test_rule_operators_skip_configs_already_evaluated() -> None:
+    """A move onto a config the run has evaluated (or has under way) is never the child: the campaign would not
+    evaluate it again, and before issue V ``rule:retune`` kept proposing such neighbours of the best parents until
+    the task stopped with most of its budget unspent. With every legal move evaluated: ``NothingNew``."""
+    source = (Path(__file__).parents[1] / "fixtures" / "relu_space" / "six_by_four.py").read_text()
+    parent = Candidate.from_source(source, params={"BLOCK": 128, "num_warps": 1})  # a corner: three neighbours
+    op = RetuneLaunch(seed=3)
+    neighbours = [parent.with_params(p) for p in ({"BLOCK": 256}, {"num_warps": 2}, {"BLOCK": 256, "num_warps": 2})]
+    for left in neighbours:
+        evaluated = frozenset({parent.id, *(c.id for c in neighbours if c is not left)})
+        for seed in range(4):
+            ctx = replace(context(seed=seed), evaluated=evaluated)
+            assert propose(op, parent, ctx).params == left.params
+    ctx = replace(context(), evaluated=frozenset({parent.id, *(c.id for c in neighbours)}))
+    with pytest.raises(NothingNew, match="already evaluated"):
+        propose(op, parent, ctx)
 
 
 def test_rule_operators_for_an_arch() -> None:
