@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoforge.core import EvalStatus
+from evoforge.core import EvalStatus, last_error_line, without_terminal_codes
 
 _MAX_REPLY_BYTES = 1 << 20
 _WATCH_S = 0.1  # how often the judge looks at what a candidate's process takes while it waits
@@ -87,9 +87,40 @@ def _parent_imports() -> None:
     import torch.multiprocessing  # noqa: F401
 
 
+class CandidatesCannotLoad(Exception):
+    """No candidate's process can load here (the forkserver's children cannot import the runner: evoforge, torch
+    or Triton is out of their reach); the message is the cause, one line."""
+
+
+def forkserver_log() -> Path:
+    """Where the forkserver and its children write until a candidate's own log takes over (``serve`` opens it):
+    what a candidate's process says when it dies before loading (an import that fails in the child) is read here,
+    not lost in the judge's stderr. In multiprocessing's private directory of this process."""
+    from multiprocessing import util
+
+    return Path(util.get_temp_dir()) / "forkserver.log"
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_since(path: Path, offset: int, n: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(offset, _log_size(path) - n))
+            return without_terminal_codes(f.read().decode(errors="replace")).strip()
+    except OSError:
+        return ""
+
+
 def warm_up() -> None:
     """Start the forkserver (again, if something ended it) and wait until it has imported what it preloads:
-    seconds, paid here rather than from any candidate's time limit."""
+    seconds, paid here rather than from any candidate's time limit. A fresh forkserver's first child loads the
+    runner; if it cannot, ``CandidatesCannotLoad`` says why (no candidate could load either)."""
     from multiprocessing import forkserver
 
     context = _bare_context()
@@ -99,9 +130,15 @@ def warm_up() -> None:
     # and a thread the candidate did not start must not look like one it did.
     saved = {k: os.environ.get(k) for k in _SINGLE_THREADED}
     os.environ.update(dict.fromkeys(_SINGLE_THREADED, "1"))
+    log = os.open(forkserver_log(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    stderr = os.dup(2)
+    os.dup2(log, 2)  # what a started forkserver (and each child, until it opens its own log) writes goes there
     try:
         server.ensure_running()
     finally:
+        os.dup2(stderr, 2)
+        os.close(stderr)
+        os.close(log)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -109,13 +146,29 @@ def warm_up() -> None:
                 os.environ[key] = value
     _parent_imports()  # while the forkserver imports the same: two processes, two cores
     if server._forkserver_pid != before:
-        process = context.Process(target=_nothing, daemon=True, name="evoforge-warm-up")
+        offset = _log_size(forkserver_log())
+        process = context.Process(target=_load_runner, daemon=True, name="evoforge-warm-up")
         process.start()
         process.join()
+        if process.exitcode != 0:
+            said = last_error_line(_log_since(forkserver_log(), offset), fallback=False)
+            raise CandidatesCannotLoad(f"a candidate's process cannot load evoforge's runner: "
+                                       f"{said or 'it ' + _signal_name(process.exitcode)}"
+                                       + _hidden_needs_note())
 
 
-def _nothing() -> None:
-    pass
+def _load_runner() -> None:
+    """The warm-up child: what every candidate's process imports before its candidate (preloaded by the
+    forkserver, so nothing to do unless the preload failed, which multiprocessing does not say)."""
+    import evoforge.backends.runner  # noqa: F401
+
+
+def _hidden_needs_note() -> str:
+    """Where containment hides a folder the judge imports from (it stays hidden, on purpose), that is the cause."""
+    if CONTAINMENT is None or not CONTAINMENT.hidden_needs:
+        return ""
+    return (" (containment hides " + ", ".join(CONTAINMENT.hidden_needs) + ", which this Python imports from: "
+            "keep the run directory and credential folders apart from the Python environment)")
 
 
 @dataclass(frozen=True)
@@ -293,6 +346,7 @@ class CandidateProcess:
         context = _context()
         self._conn, child_conn = context.Pipe(duplex=True)
         self._nonce = secrets.token_hex(8)
+        self._early_log = _log_size(forkserver_log())  # what the process says before its own log takes over
         spec = {**spec, "workdir": str(workdir), "nonce": self._nonce, "max_file_bytes": self.bounds.file_bytes}
         from evoforge.backends.runner import serve
 
@@ -337,8 +391,10 @@ class CandidateProcess:
             raw = self._conn.recv_bytes(_MAX_REPLY_BYTES)
         except (EOFError, ConnectionResetError, BrokenPipeError) as e:
             code = self._reap()
-            tail = self.output_tail()
+            tail = self.output_tail() or _log_since(forkserver_log(), self._early_log, 1500)
+            cause = last_error_line(tail, fallback=False)
             raise CandidateGone(EvalStatus.CRASHED, f"the candidate's process {_signal_name(code)} ({what})"
+                                + (f": {cause}" if cause else "")
                                 + (f"; its last output:\n{tail}" if tail else "")) from e
         except OSError as e:  # a length prefix the candidate garbled: a message longer than any reply
             self.kill()
@@ -360,7 +416,7 @@ class CandidateProcess:
             with open(self.workdir / "output.log", "rb") as f:
                 f.seek(0, os.SEEK_END)
                 f.seek(max(f.tell() - n, 0))
-                return f.read().decode(errors="replace").strip()
+                return without_terminal_codes(f.read().decode(errors="replace")).strip()
         except OSError:
             return ""
 

@@ -46,6 +46,7 @@ class Containment:
     why: str
     executable: str | None = None
     hidden: tuple[str, ...] = field(default=())
+    hidden_needs: tuple[str, ...] = field(default=())  # paths this Python imports from that lie in hidden folders
 
 
 def _visible_under(root: str, paths: list[str]) -> list[str]:
@@ -88,15 +89,16 @@ def bwrap_arguments(*, writable: list[str], hidden: list[str], network: bool,
              "--proc", "/proc", "--size", size, "--tmpfs", "/tmp"]
     if not network:
         args.append("--unshare-net")
-    needed_under_tmp = _visible_under("/tmp", [p for p in _python_needs() if os.path.isdir(p)]
+    needed_under_tmp = _visible_under("/tmp", _python_needs()
                                       + [path for name in TOOLCHAIN_PATHS
                                          if (path := os.environ.get(name, "")) and os.path.exists(path)])
-    # One bind per tree (a path inside another bound one is visible already).
+    # One bind per tree (a path inside another bound one is visible already); none inside a hidden folder (it
+    # stays hidden, whatever lies in it) or a writable one (bound below).
     needed_under_tmp = [p for p in needed_under_tmp
-                        if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in needed_under_tmp)]
+                        if not any(_within(p, q) and p != q for q in needed_under_tmp)
+                        and not any(_within(p, q) for q in [*hidden, *writable])]
     for path in needed_under_tmp:
-        if not any(path.startswith(w.rstrip("/") + "/") or path == w for w in writable):
-            args += ["--ro-bind", path, path]
+        args += ["--ro-bind", path, path]
     for path in hidden:
         if os.path.isdir(path):
             args += ["--tmpfs", path, "--remount-ro", path]  # an empty, read-only folder in its place
@@ -116,28 +118,89 @@ def bwrap_executable() -> str | None:
     return shutil.which("bwrap")
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+#: What a candidate's process imports before its candidate (the runner: evoforge, torch, Triton, NumPy) and CuTe's
+#: Python side: found wherever this Python finds them, an editable install's mapped folders included.
+IMPORTED_BY_THE_RUNNER = ("evoforge", "evoforge.backends", "evoforge.knowledge", "evoforge.mutators",
+                          "evoforge.search", "torch", "triton", "numpy", "cutlass")
+
+
+def _module_folders() -> list[str]:
+    """The folders modules are found in apart from ``sys.path``: those of the runner's imports, wherever a finder
+    maps them, and every folder an editable install's finder maps a package to (setuptools' ``MAPPING``, installed
+    by a ``.pth`` file), so a candidate's own import of such a package works too."""
+    import importlib.util
+
+    found: list[str] = []
+    for name in IMPORTED_BY_THE_RUNNER:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None:
+            found += list(spec.submodule_search_locations or [])
+            if spec.origin and os.path.isabs(spec.origin):
+                found.append(os.path.dirname(spec.origin))
+    for finder in sys.meta_path:
+        mapping = getattr(sys.modules.get(getattr(finder, "__module__", ""), None), "MAPPING", None)
+        if isinstance(mapping, dict):
+            found += [str(v) for v in mapping.values() if isinstance(v, str | os.PathLike)]
+    return found
+
+
+def _links_out(folder: str) -> list[str]:
+    """Every path a link at the top of ``folder`` leads through (an installer that links each package from its
+    cache: site-packages/torch -> /tmp/cache/.../torch), each hop of a chain of links included."""
+    out: list[str] = []
+    try:
+        entries = [e.path for e in os.scandir(folder) if e.is_symlink()]
+    except OSError:
+        return out
+    for path in entries:
+        for _ in range(40):  # the kernel's own bound on a chain of links
+            if not os.path.islink(path):
+                break
+            try:
+                path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+            except OSError:
+                break
+            out.append(path)
+    return out
+
+
 def _python_needs() -> list[str]:
-    """What the candidate's Python must see wherever it lies (a checkout or virtual environment under /tmp
-    included): its import path, its installation (``sys.prefix``, the interpreter's own directory) and the tree
-    evoforge itself is imported from (an editable install maps its top-level folders, not a ``sys.path`` entry)."""
-    package_root = str(Path(__file__).resolve().parent.parent)
-    return [*(p for p in sys.path if p), sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
-            os.path.dirname(os.path.abspath(sys.executable)), package_root]
+    """Every path the judge's Python imports from, which the candidate's must see wherever it lies (a checkout,
+    a virtual environment or a package cache under /tmp included): its import path (``sys.path``, files such as
+    zipped eggs too, ``PYTHONPATH``), its installation (``sys.prefix``, the base one, the interpreter's own
+    directory, sysconfig's paths), the folders finders map packages to (``_module_folders``: the tree evoforge
+    itself is imported from included), and where links in any of these lead (``_links_out``)."""
+    import sysconfig
+
+    paths = [*(p for p in sys.path if p), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              os.path.dirname(os.path.abspath(sys.executable)), str(Path(__file__).resolve().parent.parent)]
+    paths += [p for p in sysconfig.get_paths().values() if p]
+    paths += _module_folders()
+    paths = [os.path.abspath(p) for p in paths if p and os.path.exists(p)]
+    paths += [os.path.realpath(p) for p in paths]
+    for folder in [p for p in paths if os.path.isdir(p)]:
+        paths += _links_out(folder)
+    return sorted({p for p in paths if os.path.exists(p)})
 
 
 def hidden_paths(extra: list[str]) -> list[str]:
     """The caller's paths to hide (its credential folders, run directory, storage file: ``Evaluator`` names them)
-    that exist, minus any that holds what Python needs (a run directory containing the checkout stays visible)."""
-    candidates = [os.path.abspath(p) for p in extra if p]
-    needed = _python_needs()
-    out = []
-    for path in candidates:
-        if not os.path.exists(path):
-            continue
-        if any(n == path or n.startswith(path.rstrip("/") + "/") for n in needed):
-            continue
-        out.append(path)
-    return sorted(set(out))
+    that exist. A folder stays hidden though this Python imports from inside it (``hidden_needs`` says so)."""
+    return sorted({os.path.abspath(p) for p in extra if p and os.path.exists(os.path.abspath(p))})
+
+
+def hidden_needs(hidden: list[str]) -> list[str]:
+    """The paths this Python imports from that lie in a hidden folder: a candidate's process cannot import from
+    them, which the judge names when no candidate can load."""
+    return sorted({h for h in hidden for n in _python_needs() if _within(n, h)})
 
 
 def contain(*, directory: Path, writable: list[str], hide: list[str], network: bool = False,
@@ -159,11 +222,14 @@ def contain(*, directory: Path, writable: list[str], hide: list[str], network: b
             raise RuntimeError(why)
         return Containment("none", why)
     hidden = hidden_paths(hide)
+    needs_hidden = hidden_needs(hidden)
     args = bwrap_arguments(writable=writable, hidden=hidden, network=network, devices=devices)
     probe = subprocess.run([bwrap, *args, "--", sys.executable, "-c", "pass"], capture_output=True, text=True,
                            timeout=60)
     if probe.returncode != 0:
-        why = ("candidates are not contained: bwrap cannot make namespaces here "
+        cannot = (f"bwrap cannot start this Python with {', '.join(needs_hidden)} hidden (it imports from there)"
+                  if needs_hidden else "bwrap cannot make namespaces here")
+        why = (f"candidates are not contained: {cannot} "
                f"({(probe.stderr or '').strip()[:160]}); they see the file system, the network and the processes "
                "of the user running evoforge")
         if wanted == "bwrap":
@@ -180,7 +246,7 @@ def contain(*, directory: Path, writable: list[str], hide: list[str], network: b
                        f"{tmp_bytes() >> 20} MiB, {len(hidden)} credential or run path(s) out of sight"
                        + (f", {len(devices)} GPU device node(s) bound in (a GPU candidate's inputs and outputs are "
                           "staged through a file: no CUDA IPC crosses the namespaces)" if devices else ""),
-                       executable=str(wrapper), hidden=tuple(hidden))
+                       executable=str(wrapper), hidden=tuple(hidden), hidden_needs=tuple(needs_hidden))
 
 
 # Words in a variable's name that mark it a credential (the sandbox scrubs them; their holders are made undumpable).

@@ -33,7 +33,14 @@ from typing import Any
 
 from evoforge.backends.containment import SECRET_WORDS, protect_secrets
 
-from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.core import (
+    Candidate,
+    EvalResult,
+    EvalStatus,
+    UsageError,
+    last_error_line,
+    without_terminal_codes,
+)
 from evoforge.task import Task
 
 _ENV_PREFIXES = ("PATH", "LANG", "LC_", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_", "NVIDIA_",
@@ -99,6 +106,12 @@ def _say_uncontained(containment: dict[str, str]) -> None:
         print(f"evoforge: {why}", file=sys.stderr, flush=True)
 
 
+class EvaluationEnvironmentError(UsageError):
+    """The evaluation process cannot start here, whatever the candidate: it (or a candidate's process below it)
+    cannot import evoforge, torch or Triton, or dies before it is ready. One line naming the cause: a campaign
+    stops at start-up on it (``EvalPool.wait_started``) instead of recording every candidate ``crashed``."""
+
+
 class Sandbox:
     """One evaluation process for one backend; restarted after it dies or hangs."""
 
@@ -134,7 +147,9 @@ class Sandbox:
         env = scrubbed_environment(extra, home=self._home.name)
         self._stderr_path = Path(self._home.name) / "stderr.log"
         stderr = open(self._stderr_path, "w")  # noqa: SIM115  (owned by the child)
-        self._proc = subprocess.Popen([sys.executable, "-m", "evoforge.backends.worker"], stdin=subprocess.PIPE,
+        # -P: the installed evoforge, whatever folder this process runs in (a checkout's partial evoforge/ there
+        # would shadow it); the forkserver below inherits the flag.
+        self._proc = subprocess.Popen([sys.executable, "-P", "-m", "evoforge.backends.worker"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=self._home.name,
                                       text=True, start_new_session=True)
         stderr.close()
@@ -143,9 +158,27 @@ class Sandbox:
         self.containment = _parse_line(line).get("containment") or {} if line else {}
         _say_uncontained(self.containment)
         if not line or not _parse_line(line).get("ready"):
+            refused = _parse_line(line).get("error") if line else None
+            try:
+                code = self._proc.wait(timeout=5) if line is not None else None
+            except subprocess.TimeoutExpired:
+                code = None
             tail = self._stderr_tail()
             self._kill()
-            raise RuntimeError(f"the evaluation process for backend {self.backend} did not start: {tail}")
+            if refused or line is not None:  # it said why, or died before ready: no candidate could run here
+                cause = refused or last_error_line(tail) or (f"it {_signal_name(code)}, saying nothing"
+                                                             if code is not None else "it said nothing")
+                raise EvaluationEnvironmentError(f"the evaluation process for backend {self.backend} cannot start: "
+                                                 f"{cause}")
+            raise RuntimeError(f"the evaluation process for backend {self.backend} did not start within "
+                               f"{self.startup_timeout_s:g} s: {tail}")
+
+    def start(self) -> None:
+        """Start the evaluation process now, not at the first candidate (a campaign's start-up check); raises
+        ``EvaluationEnvironmentError`` where it cannot start."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._kill()
+            self._start()
 
     def _read_line(self, timeout_s: float) -> str | None:
         """One line from the result pipe, read unbuffered so no line waits unseen in a buffer.
@@ -186,7 +219,7 @@ class Sandbox:
             text = self._stderr_path.read_text(errors="replace") if self._stderr_path else ""
         except OSError:
             return ""
-        return text[-n:].strip()
+        return without_terminal_codes(text)[-n:].strip()
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -272,7 +305,9 @@ class Sandbox:
                 code = self._proc.wait()
             tail = self._stderr_tail()
             self._kill()
+            cause = last_error_line(tail, fallback=False)
             return EvalResult.failure(EvalStatus.CRASHED, f"the evaluation process {_signal_name(code)}"
+                                      + (f": {cause}" if cause else "")
                                       + (f"; its last output:\n{tail}" if tail else ""), eval_s=elapsed,
                                       backend=self.backend)
         answer = _parse_line(line)

@@ -111,11 +111,15 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     _limit_resources()
-    from evoforge.backends.candidate_process import warm_up
+    from evoforge.backends.candidate_process import CandidatesCannotLoad, warm_up
 
     # First the forkserver that starts candidates' processes (torch and Triton imported in it), which imports
     # while this process does: start-up costs one import's time on two cores, not two.
-    warm_up()
+    try:
+        warm_up()
+    except CandidatesCannotLoad as e:  # no candidate could run here: the caller stops, saying why
+        protocol.write(json.dumps({"ready": False, "error": str(e)}) + "\n")
+        return 2
     import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
     from evoforge.backends.base import get_backend
     from evoforge.backends.chain import ChainOptions, VerificationChain

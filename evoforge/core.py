@@ -11,6 +11,7 @@ import ast
 import enum
 import hashlib
 import json
+import re
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -36,6 +37,27 @@ class EvalStatus(enum.StrEnum):
 
 class UsageError(Exception):
     """A mistake the user can fix (bad file, flag or config). The CLI prints it as one line, exit code 2."""
+
+
+# Terminal colour and cursor codes (Ray colours the tracebacks it forwards; compilers colour their errors).
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+# The line a Python traceback ends with: the exception's (dotted) name, then its message.
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failed|Failure)\b")
+
+
+def without_terminal_codes(text: str) -> str:
+    return _TERMINAL_CODES.sub("", text)
+
+
+def last_error_line(output: str, *, fallback: bool = True, limit: int = 500) -> str:
+    """The cause a child process's output gives for its end: its last error line (a traceback ends with it),
+    else (``fallback``) its last line; colour codes stripped, at most ``limit`` characters. A message quoting a
+    child quotes this first: the output's first characters are a preamble, cut before the cause."""
+    lines = [line.strip() for line in without_terminal_codes(output).splitlines() if line.strip()]
+    found = next((line for line in reversed(lines) if _ERROR_LINE.match(line)), None)
+    if found is None and fallback and lines:
+        found = lines[-1]
+    return (found or "")[:limit]
 
 
 class DeprecatedFlag(argparse.Action):

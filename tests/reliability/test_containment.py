@@ -8,6 +8,7 @@ that hold the API key, no network, a read-only file system with a private /tmp, 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -241,3 +242,101 @@ def test_a_cute_toolchain_under_tmp_stays_visible(tmp_path, monkeypatch):
     out = subprocess.run([decided.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-600:]
     assert out.stdout.split() == [str(include), "True", "False"]  # seen, and read-only
+
+
+# ---------------------------------------------------------------- what the judge's Python imports from
+
+RELU_WITH_HELPER = (FIXTURES / "relu" / "correct.py").read_text().replace("import torch\n", "import relu_helper\nimport torch\n", 1)
+
+
+@pytest.fixture(scope="module")
+def linked_environment(tmp_path_factory):
+    """A virtual environment whose packages are reached only through a .pth pointing under /tmp, each package
+    there a link into a store under /tmp (an installer that links from its cache, as uv does in CI), plus
+    ``relu_helper``, installed editable (a finder a .pth installs maps it to a source folder under /tmp): the
+    judge's own packages (torch, Triton, evoforge) and the kernel's helper all lie outside the interpreter's
+    prefix and outside every ``sys.path`` entry."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    root = tmp_path_factory.mktemp("linked-env")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120)
+    site_dir = next((root / "venv" / "lib").glob("python3*/site-packages"))
+    pkgs, store = root / "pkgs", root / "store"
+    pkgs.mkdir()
+    store.mkdir()
+    for base in sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}):
+        for entry in sorted(Path(base).iterdir()):
+            if entry.suffix == ".pth":  # editable installs' finders and the like, run as in the original
+                shutil.copy(entry, site_dir / entry.name)
+            elif not (pkgs / entry.name).exists() and entry.name != "__pycache__":
+                (store / entry.name).symlink_to(entry)
+                (pkgs / entry.name).symlink_to(store / entry.name)
+    (site_dir / "00-packages.pth").write_text(f"{pkgs}\n")  # first: the .pth files after it import from there
+    source = root / "src" / "relu_helper"
+    source.mkdir(parents=True)
+    (source / "__init__.py").write_text("ANSWER = 42\n")
+    (pkgs / "__editable___relu_helper_finder.py").write_text(
+        "import importlib.util, sys\n"
+        f"MAPPING = {{'relu_helper': {str(source)!r}}}\n"
+        "class _Finder:\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, name, path=None, target=None):\n"
+        "        if name in MAPPING:\n"
+        "            return importlib.util.spec_from_file_location(name, MAPPING[name] + '/__init__.py',\n"
+        "                                                          submodule_search_locations=[MAPPING[name]])\n"
+        "def install():\n"
+        "    sys.meta_path.append(_Finder)\n")
+    (site_dir / "__editable__.relu_helper.pth").write_text(
+        "import __editable___relu_helper_finder; __editable___relu_helper_finder.install()\n")
+    kernel = root / "relu_with_helper.py"
+    kernel.write_text(RELU_WITH_HELPER)
+    return {"python": str(root / "venv" / "bin" / "python"), "kernel": kernel, "store": store, "root": root}
+
+
+def _eval_in(environment: dict, **env: str):
+    import subprocess
+
+    return subprocess.run([environment["python"], "-m", "evoforge.cli", "eval", "L1/19", str(environment["kernel"]),
+                           "--set", "batch_size=4", "--set", "dim=1000"], capture_output=True, text=True,
+                          timeout=300, cwd=environment["root"], env={**os.environ, **env})
+
+
+@needs_bwrap
+def test_a_contained_candidate_sees_every_path_the_judges_python_imports_from(linked_environment):
+    """Before, the contained candidate saw only the sys.path entries under /tmp: the store its packages link into
+    and the helper's source were behind its private /tmp, and every kernel was `crashed` ("the candidate's
+    process exited with code 1 (importing the candidate)", no cause) where EVOFORGE_CONTAINMENT=none gave `ok`."""
+    proc = _eval_in(linked_environment, EVOFORGE_CONTAINMENT="bwrap")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "level1/19_ReLU on interpreter" in proc.stdout and ": ok" in proc.stdout, proc.stdout[-2000:]
+
+
+@needs_bwrap
+def test_a_hidden_folder_stays_hidden_and_a_candidate_that_cannot_load_says_why(linked_environment):
+    """A folder containment hides on purpose (here the package store, named as a campaign names its run directory)
+    stays hidden though the judge imports from it. No candidate's process can then load: the judge refuses to
+    start, with the cause (the candidate's process's last error line, and the hidden folder) in one line, instead
+    of a `crashed` for every candidate that said only "exited with code 1 (importing the candidate)"."""
+    import subprocess
+
+    store = str(linked_environment["store"])
+    script = ("from evoforge.backends.evaluator import Evaluator\n"
+              "from evoforge.core import Candidate, UsageError\n"
+              "from evoforge.task import Task\n"
+              f"evaluator = Evaluator(backend='interpreter', hide_paths=[{store!r}])\n"
+              "task = Task.load('L1/19', overrides={'batch_size': 4, 'dim': 1000})\n"
+              f"candidate = Candidate.from_source(open({str(FIXTURES / 'relu' / 'correct.py')!r}).read())\n"
+              "try:\n"
+              "    print('RESULT', evaluator.evaluate(task, candidate).status)\n"
+              "except UsageError as e:\n"
+              "    print('REFUSED', type(e).__name__, e)\n"
+              "evaluator.close()\n")
+    proc = subprocess.run([linked_environment["python"], "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=linked_environment["root"], env={**os.environ, "EVOFORGE_CONTAINMENT": "bwrap"})
+    said = [line for line in proc.stdout.splitlines() if line.startswith(("RESULT", "REFUSED"))]
+    assert len(said) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert said[0].startswith("REFUSED EvaluationEnvironmentError the evaluation process for backend interpreter "
+                              "cannot start: a candidate's process cannot load evoforge's runner: "), said
+    assert "No module named 'evoforge'" in said[0] and f"containment hides {store}" in said[0], said
