@@ -47,7 +47,7 @@ log = logging.getLogger("evoforge.campaign")
 #: what an operator wrote in a child's meta that the record keeps as trial attributes (prompt and reply go to
 #: artifacts, tokens and model are the store's own)
 RECORDED_META = ("no_child", "ticket", "reply_problem", "reply_kind", "finish_reason", "feedback",
-                 "repair_attempts", "repaired_status", "repair_error", "stages_done", "build")
+                 "repair_attempts", "repaired_status", "repair_error", "stages_done", "build", "inductor_config")
 GENERATE = "llm-generate"
 #: The operator of a config the knowledge base's shape rules start from beside the seed (knowledge/starts.py).
 KNOWLEDGE_START = "knowledge-start"
@@ -64,6 +64,12 @@ class _Failed:
 #: The most configurations of a seed's SPACE a task that stops early counts through (``Campaign._coverage``; the
 #: hard rules take about half a millisecond a configuration).
 COUNTABLE_SPACE = 10_000
+
+#: The study attribute that holds torch.compile's baseline for the task (the EvalResult as JSON); ``compile_ms`` and
+#: ``compile_speedup`` beside it for the dashboard.
+BASELINE_ATTR = "compile_baseline"
+#: The pool's key of a baseline job (the task's name beside it).
+BASELINE_JOB = "torch.compile"
 
 #: Evaluations of one task the judge itself runs out of device memory on, its first among them, before the task
 #: stops (one may be a neighbour's evaluation holding the memory for a moment; two say the task does not fit).
@@ -90,6 +96,21 @@ class TaskState:
     repeats_skipped: int = 0  # children identical to one evaluated or under way, not evaluated again
     repeats_waiting: dict[str, list[Candidate]] = field(default_factory=dict)  # id under way -> its repeats, untold
     judge_out_of_memory: int = 0  # evaluations the judge itself could not hold in the device's memory
+    baseline: EvalResult | None = None  # torch.compile's default build of the reference, timed (compile_baseline)
+
+    @property
+    def compile_speedup(self) -> float | None:
+        """torch.compile's speedup over the reference, where its baseline was timed."""
+        b = self.baseline
+        return b.speedup if b is not None and b.ok and b.speedup else None
+
+    def vs_compile(self, result: EvalResult | None) -> float | None:
+        """A correct result's speed over torch.compile's build: its speedup over the reference divided by
+        torch.compile's, each timed against the reference in its own evaluation (so a drift of the device's clocks
+        between the two cancels)."""
+        if result is None or not result.ok or not result.speedup or not self.compile_speedup:
+            return None
+        return result.speedup / self.compile_speedup
 
     @property
     def evaluations(self) -> int:
@@ -165,6 +186,7 @@ class Campaign:
         self._input_shapes: dict[str, tuple[tuple[int, ...], ...]] = {}  # task -> its inputs' shapes (meta device)
         self._input_bytes: dict[str, int] = {}  # task -> its inputs' bytes at the main shape
         self.not_started: dict[str, str] = {}  # task -> why it has no seed (a campaign of several goes on without it)
+        self._variant_starts: dict[str, list[Candidate]] = {}  # task -> its Inductor variants, sent after the seed
         self.mutators: dict[str, Mutator] = {}
         self.store: Store | None = None
         self.pool: Any = None
@@ -293,6 +315,7 @@ class Campaign:
         import subprocess
         import sys
 
+        from evoforge.core import last_error_line
         from evoforge.mutators.inductor_seed import capture_env
 
         captured = self._captured(task)
@@ -302,7 +325,8 @@ class Campaign:
         device = str(self.backend.device).split(":")[0]
         log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
         try:
-            proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", task.path, device,
+            # -P: the installed evoforge, whatever the current folder (a checkout's partial evoforge/ would shadow it)
+            proc = subprocess.run([sys.executable, "-P", "-m", "evoforge.mutators.inductor_seed", task.path, device,
                                    str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
                                   timeout=max(600.0, self.config.timeout_s), env=capture_env(side_by_side))
         except subprocess.TimeoutExpired:
@@ -310,7 +334,7 @@ class Campaign:
         else:
             if proc.returncode == 0 and captured.exists():
                 return
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+            tail = last_error_line(proc.stderr) or "no output"
             reason = f"capturing torch.compile's code failed ({tail})"
         atomic_write(captured.with_suffix(".failed"), reason)  # not the capture: a resume tries again
 
@@ -319,6 +343,7 @@ class Campaign:
         ``_capture_inductor``; where Inductor's code cannot be a candidate, one line says why."""
         from evoforge.mutators.inductor_seed import (
             INDUCTOR_SEED,
+            INDUCTOR_VARIANT,
             InductorCapture,
             NoInductorSeed,
             seed_from_capture,
@@ -339,6 +364,18 @@ class Campaign:
         seed_file = folder / f"{stem}.py"
         atomic_write(seed_file, source)
         rule = "vendor ops allowed: " + ", ".join(task.allow_ops) if task.allow_ops else "strict"
+        capture = InductorCapture.from_json(captured.read_text())
+        variants = []
+        for variant in capture.variants:  # the main shape's build under other Inductor configurations
+            try:
+                made = seed_from_capture(capture, allow_ops=task.allow_ops, variant=variant["name"])
+            except NoInductorSeed:
+                continue
+            variant_file = folder / f"{stem}.{variant['name']}.py"
+            atomic_write(variant_file, made)
+            variants.append(Candidate.from_source(made, task=task.name, operator=INDUCTOR_VARIANT, meta={
+                "seed_file": str(variant_file), "compute_rule": rule, "inductor_config": variant["name"]}))
+        self._variant_starts[task.name] = variants
         return Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED,
                                      meta={"seed_file": str(seed_file), "compute_rule": rule})
 
@@ -460,7 +497,7 @@ class Campaign:
             if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
                 usable = [op for op in usable if family_of(op) == "llm"]
             states.append(TaskState(task=task, strategy=self._strategy(task, seed, usable, i), seed=seed,
-                                    starts=self._knowledge_starts(task, seed)))
+                                    starts=self._knowledge_starts(task, seed) + self._variant_starts.pop(task.name, [])))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
         if not self.resume:
@@ -472,6 +509,8 @@ class Campaign:
                 study.set_user_attr("run_dir", str(self.run_dir.resolve()))
             if study.user_attrs.get("language") != state.seed.language:
                 study.set_user_attr("language", state.seed.language)
+            if study.user_attrs.get(BASELINE_ATTR):  # timed by the run this one resumes
+                state.baseline = EvalResult.from_dict(json.loads(study.user_attrs[BASELINE_ATTR]))
         options = ChainOptions(trials=cfg.correctness_runs, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
         self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
                                  backend=backend.name, arch=cfg.arch, options=options.to_dict())
@@ -550,6 +589,7 @@ class Campaign:
         else:
             self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
                                  timeout_s=cfg.timeout_s)
+        self.pool.wait_started()  # where no evaluator can start, one line now, not a campaign of `crashed`
         cfg.write(self.run_dir / "config.json")
 
     # ---------------------------------------------------------------- resume
@@ -764,6 +804,8 @@ class Campaign:
             extra: dict[str, Any] = {"worker": worker, "wall_time_s": round(self.elapsed_s(), 3),
                                      "evaluation": evaluation}
             extra.update({k: json_safe(candidate.meta[k]) for k in RECORDED_META if k in candidate.meta})
+            if (vs := state.vs_compile(result)) is not None:
+                extra["vs_compile"] = vs
             decide = getattr(state.strategy, "decision", None)
             decision = decide(candidate) if callable(decide) else None
             if decision:
@@ -803,8 +845,12 @@ class Campaign:
         turn = 0
         seeds_to_send = [s for s in self.tasks.values() if s.evaluations == 0 and not s.seed_is_reference]
         starts_to_send = list(seeds_to_send)  # a resumed task has had its starts
+        baselines = [s for s in self.tasks.values() if s.baseline is None] if self.times_compile() else []
         with CampaignProgress(self, enabled=self.progress) as progress:
             while True:
+                # torch.compile's build of each task, timed once on a free evaluator (beside the seed where two are).
+                while baselines and self.pool.free() > 0 and not self.out_of_time():
+                    self._send_baseline(baselines.pop(0))
                 # Propose for free evaluators, round robin over tasks with budget left.
                 capacity = self.pool.free() + ahead - len(pending) - len(building) - len(built)
                 stalled = 0
@@ -898,6 +944,10 @@ class Campaign:
                                                      self._options.to_dict())] = time.time()
                 # Results that finished.
                 for task_name, candidate, result, worker in self.pool.poll(timeout_s=0.05):
+                    if isinstance(task_name, tuple):  # (BASELINE_JOB, task)
+                        self._submitted.pop(worker, None)
+                        self._baseline_timed(self.tasks[task_name[1]], result)
+                        continue
                     state = self.tasks[task_name]
                     state.in_flight -= 1
                     if "build" in candidate.meta:  # the nvcc time is the build's, measured ahead
@@ -917,6 +967,35 @@ class Campaign:
                     break  # every strategy with budget left is exhausted (a space smaller than the budget)
                 await asyncio.sleep(0.01 if pending or building else 0)
         return self.finish()
+
+    def times_compile(self) -> bool:
+        """Whether this campaign times torch.compile's build of each task: on a device unless told not to; on the
+        interpreter (no device: times that say nothing of a GPU) only when told to."""
+        setting = self.config.compile_baseline
+        return setting == "on" or (setting == "auto" and self.backend.device_count() > 0)
+
+    def _send_baseline(self, state: TaskState) -> None:
+        from evoforge.backends.evaluator import baseline_candidate
+
+        options = {**self._options.to_dict(), "baseline": "compile"}
+        worker = self.pool.submit((BASELINE_JOB, state.task.name), state.task, baseline_candidate(state.task), options)
+        self._submitted[worker] = time.time()
+
+    def _baseline_timed(self, state: TaskState, result: EvalResult) -> None:
+        """torch.compile's build of the task, timed: kept in the study (a resume does not time it again), said in one
+        line."""
+        assert self.store is not None
+        state.baseline = result
+        study = self.store.study(state.task.name)
+        study.set_user_attr(BASELINE_ATTR, json.dumps(json_safe(result.to_dict())))
+        if result.ok and result.speedup:
+            study.set_user_attr("compile_ms", result.runtime_ms)
+            study.set_user_attr("compile_speedup", result.speedup)
+            log.warning("task %s: torch.compile's build runs at %.4g ms (%.3gx the reference)%s", state.task.name,
+                        result.runtime_ms, result.speedup, "" if result.timing_representative else
+                        " on the interpreter (not representative)")
+        else:
+            log.warning("task %s: torch.compile's build could not be timed: %s", state.task.name, result.message)
 
     def _stop(self, state: TaskState) -> None:
         """A task whose strategy has nothing left to propose (and nothing in flight to learn from) stops before its
@@ -1037,7 +1116,8 @@ class Campaign:
         for name, state in self.tasks.items():
             best = state.best()
             seed_result = state.results.get(state.seed.id)
-            exported = export_best(self.run_dir, state.task, best, state.seed, seed_result)
+            exported = export_best(self.run_dir, state.task, best, state.seed, seed_result,
+                                   compile_speedup=state.compile_speedup)
             summary["tasks"][name] = {
                 "language": state.seed.language,
                 "evaluations": state.evaluations, "statuses": dict(state.statuses),
@@ -1048,6 +1128,7 @@ class Campaign:
                 "ref_ms": best[1].ref_ms if best else None,
                 "best_pct_of_floor": best[1].pct_of_floor if best else None,
                 "best_operator": best[0].operator if best else None,
+                **self._compile_figures(state, best[1] if best else None, seed_result),
                 "best_params": best[0].params if best else None,
                 "timing_representative": best[1].timing_representative if best else None,
                 "exported": exported,
@@ -1064,6 +1145,21 @@ class Campaign:
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         self._write_notes()
         return summary
+
+    def _compile_figures(self, state: TaskState, best: EvalResult | None,
+                         seed_result: EvalResult | None) -> dict[str, Any]:
+        """The task's figures beside torch.compile's build: its time, its speedup over the reference, the best
+        kernel's and the seed's speed over it; where it was not timed, why."""
+        baseline = state.baseline
+        if baseline is None:
+            why = ("not timed (--compile-baseline off)" if self.config.compile_baseline == "off" else
+                   "not timed on the interpreter (its times say nothing of a GPU; --compile-baseline on times it)"
+                   if not self.times_compile() else "not timed (the campaign ended first)")
+        else:
+            why = "timed" if state.compile_speedup else f"failed: {baseline.message}"
+        return {"compile_ms": baseline.runtime_ms if state.compile_speedup and baseline else None,
+                "compile_speedup": state.compile_speedup, "vs_compile": state.vs_compile(best),
+                "seed_vs_compile": state.vs_compile(seed_result), "compile_baseline": why}
 
     def _write_notes(self) -> None:
         """Each study's note for optuna-dashboard (what it is, how to read it), written by the campaign that

@@ -31,6 +31,9 @@ from evoforge.mutators.lift import value_range
 
 #: The operator an Inductor seed carries in the record.
 INDUCTOR_SEED = "inductor-seed"
+#: The operator of the seed's main-shape path built under another Inductor configuration (``INDUCTOR_VARIANTS``),
+#: evaluated beside the seed.
+INDUCTOR_VARIANT = "inductor-variant"
 
 #: Inductor's extern kernels and the torch call each is: kept only where the task allows the op.
 EXTERN_OPS = {"mm": "torch.mm", "bmm": "torch.bmm", "addmm": "torch.addmm", "baddbmm": "torch.baddbmm",
@@ -40,6 +43,17 @@ _DROPPED_CALLS = {"assert_size_stride", "assert_alignment", "get_raw_stream", "t
 _ALLOCATORS = re.compile(r"^empty_strided(_cpu|_cuda|_xpu)?$")
 _GRIDS = ("Grid1D", "Grid2D", "Grid3D", "Grid2DWithYZOverflow")
 _BLOCKS = {"x": "XBLOCK", "y": "YBLOCK", "z": "ZBLOCK"}
+
+
+#: Inductor configurations whose static build of a task gives the search another structure to start from, each
+#: with the kernel kinds it can change: tried at capture time where the main shape's default build has a kernel of
+#: such a kind, kept where its kernels differ. Measured on the CPU's captures of six tasks of the issue-R sample
+#: (tile, one-tile, N-d tiling, tiled, cooperative reductions, aggressive fusion and max-autotune's pointwise
+#: configs changed no kernel there); what each is worth is measured where the campaign evaluates it.
+INDUCTOR_VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "unsplit-reductions": ({"split_reductions": False}, ("reduction", "persistent_reduction")),
+    "looped-reductions": ({"triton.persistent_reductions": False}, ("persistent_reduction",)),
+}
 
 
 class NoInductorSeed(Exception):
@@ -72,6 +86,9 @@ class InductorCapture:
     guards: list[dict[str, Any]] = field(default_factory=list)
     init_inputs: list[Any] | None = None
     forward_values: dict[str, Any] = field(default_factory=dict)
+    # Other structures for the main shape: the static build under another Inductor configuration, where its kernels
+    # differ from the default's; each {"name": ..., "config": {inductor option: value}, "main": a capture dict}.
+    variants: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -81,11 +98,16 @@ class InductorCapture:
         data = json.loads(text)
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
-    def main_capture(self) -> InductorCapture | None:
-        """The main shape's static capture, where there is one."""
-        if not self.main:
+    def main_capture(self, variant: str = "") -> InductorCapture | None:
+        """The main shape's static capture (of the Inductor configuration ``variant``; "" the default one)."""
+        data = self.main
+        if variant:
+            data = next((v["main"] for v in self.variants if v["name"] == variant), None)
+            if data is None:
+                raise NoInductorSeed(f"the capture holds no Inductor variant {variant!r}")
+        if not data:
             return None
-        return InductorCapture(**{k: v for k, v in self.main.items() if k in InductorCapture.__dataclass_fields__})
+        return InductorCapture(**{k: v for k, v in data.items() if k in InductorCapture.__dataclass_fields__})
 
 
 # ------------------------------------------------------------------------------------------------ conversion
@@ -464,7 +486,8 @@ def _main_guard(main: InductorCapture, forward_args: list[str]) -> tuple[str, st
     return " and ".join(per_call) or "True", " and ".join(once) or "True"
 
 
-def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = ()) -> str:
+def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = (),
+                      variant: str = "") -> str:
     """The candidate module made of one capture; ``NoInductorSeed`` with the reason where there is none.
 
     With a main-shape capture (``capture.main``) the module has two paths, as torch.compile keeps a build per
@@ -472,9 +495,12 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
     values are PARAMS/SPACE: the main shape is the one timed); and the shape-generic kernels, Inductor's launch
     choices written in, for every other shape (the chain's odd and extra shapes). ``ModelNew.forward`` takes the
     first where the call matches what it was compiled for. A main capture that cannot be converted leaves the
-    generic path alone, tuned, as a seed without one."""
+    generic path alone, tuned, as a seed without one. ``variant``: the main path of another Inductor configuration
+    (``capture.variants``; a variant that cannot be converted is ``NoInductorSeed``)."""
     allow = tuple(allow_ops)
-    main = capture.main_capture()
+    main = capture.main_capture(variant)
+    if variant and main is not None:
+        _convert(main, allow, tuned=True, suffix="_main")  # raises where the variant cannot be a path
     main_path: _Path | None = None
     if main is not None and main.init_inputs is not None:
         try:
@@ -744,7 +770,7 @@ def capture_env(side_by_side: int) -> dict[str, str]:
 
 
 def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda",
-            main_shape: bool = True) -> InductorCapture:
+            main_shape: bool = True, variants: bool = True) -> InductorCapture:
     """torch.compile the task's reference with Inductor and record what it made (see the module docstring).
 
     Two compiles: one with sizes symbolic (``dynamic=True``, no duck sizing, parameters not forced static), so the
@@ -808,7 +834,41 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
                                 if isinstance(x, torch.Tensor) else {"source": s})
                                for s, x in zip(sources, examples, strict=True)]
                 result.main = asdict(main)
+                if variants:
+                    result.variants = _variants(model, inputs, main, made)
     return result
+
+
+def _kernel_bodies(code: str) -> list[str]:
+    """A build's kernels as text that differs only where the kernels do (names and launch heuristics dropped)."""
+    kernels, _ = _kernels_and_call(code)
+    return sorted(re.sub(r"\btriton_\w+?_\d+\b", "K", k.source) for k in kernels.values())
+
+
+def _variants(model: Any, inputs: list[Any], main: InductorCapture, made: Any) -> list[dict[str, Any]]:
+    """The main shape's static build under each ``INDUCTOR_VARIANTS`` configuration that can change one of its
+    kernels, kept where the kernels differ from the default build's (and from each other's)."""
+    import torch
+
+    kinds = {k.kind for k in _kernels_and_call(main.output_code)[0].values()}
+    seen = [_kernel_bodies(main.output_code)]
+    out = []
+    for name, (config, changes) in INDUCTOR_VARIANTS.items():
+        if not kinds & set(changes):
+            continue
+        torch._dynamo.reset()
+        try:
+            code, sources, _examples, _ = _compile(model, inputs, dynamic=False, config=config)
+        except NoInductorSeed:
+            continue
+        bodies = _kernel_bodies(code)
+        if bodies in seen:
+            continue
+        seen.append(bodies)
+        variant = made(code, sources)
+        variant.guards, variant.init_inputs, variant.forward_values = main.guards, main.init_inputs, main.forward_values
+        out.append({"name": name, "config": config, "main": asdict(variant)})
+    return out
 
 
 def _json_plain(value: Any) -> Any:
@@ -821,7 +881,8 @@ def _json_plain(value: Any) -> Any:
     return None
 
 
-def _compile(model: Any, inputs: list[Any], *, dynamic: bool) -> tuple[str, list[str], list[Any], Any]:
+def _compile(model: Any, inputs: list[Any], *, dynamic: bool,
+             config: dict[str, Any] | None = None) -> tuple[str, list[str], list[Any], Any]:
     """One torch.compile of the model with Inductor: its output code, each graph input's source, the example
     inputs the graph was compiled for, and the output. ``dynamic``: sizes symbolic, with the capture's adjustments
     that keep them so; else torch.compile's default static build."""
@@ -882,7 +943,8 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool) -> tuple[str, list
         # (tiling_utils.get_pw_red_splits; L2/25, 36, 58 and 92 on the H200). Such a failure is compiled once more
         # with the analysis off; every other task compiles as before.
         for retry in (False, True):
-            options = {"fx_graph_cache": False, **({"triton.coalesce_tiling_analysis": False} if retry else {})}
+            options = {"fx_graph_cache": False, **(config or {}),
+                       **({"triton.coalesce_tiling_analysis": False} if retry else {})}
             try:
                 with (torch.no_grad(), inductor_config.patch(options), dynamo_config.patch(symbolic),
                       fx_config.patch({"use_duck_shape": not dynamic})):

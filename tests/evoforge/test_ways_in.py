@@ -114,3 +114,26 @@ def test_a_campaign_of_several_tasks_goes_on_without_one_that_cannot_start(tmp_p
         (none / f"{stem}.inductor.json").write_text(json.dumps({"no_seed": reason}))
     proc = cli_main(capsys, "run", str(config), "--quiet", "--out", str(none.parent))
     assert proc.returncode == 2 and "no task of this campaign can start" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_inductor_variants_are_evaluated_beside_the_seed_and_recorded(tmp_path):
+    """A task whose capture holds Inductor variants (the main shape's build with reductions unsplit, looped): each
+    is evaluated right after the seed as ``inductor-variant``, the record naming its configuration; the seed's two
+    paths ran where they belong (``kernels_by_shape``)."""
+    out = tmp_path / "run"
+    (out / "seeds").mkdir(parents=True)
+    (out / "seeds" / "level1_96_HuberLoss.inductor.json").write_text(
+        (FIXTURES / "inductor" / "level1_96_HuberLoss.main.cpu.json").read_text())
+    proc = run_cli("run", "--task", "L1/96", "--set", "batch_size=64", "--set", "input_shape=[4096]", "--backend",
+                   "interpreter", "--budget-evals", "3", "--workers", "2", "--out", str(out), "--name", "var",
+                   "--json", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = optuna.load_study(study_name="var/level1/96_HuberLoss", storage=f"sqlite:///{out}/optuna.db").trials
+    by_operator = {t.user_attrs["operator"]: t for t in trials}
+    assert set(by_operator) == {"inductor-seed", "inductor-variant"}, by_operator
+    configs = sorted(t.user_attrs.get("inductor_config") for t in trials if t.user_attrs["operator"] == "inductor-variant")
+    assert configs == ["looped-reductions", "unsplit-reductions"], configs
+    assert all(t.user_attrs["status"] == "ok" for t in trials), [t.user_attrs["message"] for t in trials]
+    paths = json.loads(by_operator["inductor-seed"].user_attrs["kernels_by_shape"])
+    assert all(k.endswith("_main") for k in paths["main"]) and not any(
+        k.endswith("_main") for label, names in paths.items() if label != "main" for k in names), paths

@@ -350,3 +350,24 @@ def test_a_main_shape_seed_with_parameters_guards_them(interpreter_evaluator):
     kernels = result.details["kernels"]
     assert kernels["main"] == ["triton_poi_fused_relu_0_main"]
     assert [v for k, v in kernels.items() if k.startswith("odd")] == [["triton_poi_fused_relu_0"]], kernels
+
+
+def test_inductor_variants_are_other_structures_for_the_main_shape(interpreter_evaluator):
+    """A task with a split reduction: the main shape's build with reductions unsplit, and with them looped, are
+    kept where their kernels differ from the default's; each is a seed whose main path is that build, and it passes
+    the chain."""
+    from evoforge.task import Task
+
+    capture = _capture("level1_96_HuberLoss.main.cpu.json")
+    names = [v["name"] for v in capture.variants]
+    assert names == ["unsplit-reductions", "looped-reductions"], names
+    default = seed_from_capture(capture)
+    task = Task.load("L1/96", overrides={"batch_size": 64, "input_shape": [4096]})
+    for name in names:
+        source = seed_from_capture(capture, variant=name)
+        assert source != default and static_check(source) is None
+        result = _judge(interpreter_evaluator, task, source)
+        assert result.ok, (name, result.message)
+        assert all(k.endswith("_main") for k in result.details["kernels"]["main"]), result.details["kernels"]
+    with pytest.raises(NoInductorSeed, match="no Inductor variant 'tiled'"):
+        seed_from_capture(capture, variant="tiled")
