@@ -20,8 +20,35 @@ from evoforge.backends.base import Backend
 from evoforge.backends.options import ChainOptions
 from evoforge.backends.sandbox import TURN_WAIT_FACTOR
 
-from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, last_error_line
 from evoforge.task import Task
+
+_NEUTRAL: list[str] = []  # the folder Ray is started from, once per process
+
+
+def _neutral_folder() -> str:
+    """An empty folder of this process's own, for Ray to start from: Ray puts the driver's current folder first on
+    every worker's ``sys.path`` (and starts its local daemons and workers there), so started from a checkout's
+    root, the checkout's partial ``evoforge/`` shadowed the installed package in every evaluation actor ("No
+    module named 'evoforge.backends'", every candidate ``crashed``). Removed at exit, after Ray's own shutdown."""
+    if not _NEUTRAL:
+        import atexit
+        import shutil
+        import tempfile
+
+        _NEUTRAL.append(tempfile.mkdtemp(prefix="evoforge-ray-"))
+        atexit.register(shutil.rmtree, _NEUTRAL[0], True)  # before ray.init: runs after Ray's shutdown
+    return _NEUTRAL[0]
+
+
+def _ray_init(**kwargs: Any) -> None:
+    """``ray.init`` from ``_neutral_folder``; this process's own folder is back afterwards."""
+    here = os.getcwd()
+    os.chdir(_neutral_folder())
+    try:
+        ray.init(**kwargs)
+    finally:
+        os.chdir(here)
 
 
 def init_ray(address: str = "", *, num_cpus: int | None = None, secret_names: tuple[str, ...] = ()) -> None:
@@ -37,7 +64,7 @@ def init_ray(address: str = "", *, num_cpus: int | None = None, secret_names: tu
     if ray.is_initialized():
         return
     if address:
-        ray.init(address=address, log_to_driver=False)
+        _ray_init(address=address, log_to_driver=False)
         return
     previous = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
@@ -53,8 +80,8 @@ def init_ray(address: str = "", *, num_cpus: int | None = None, secret_names: tu
         with without_secrets(extra=secret_names):
             # Put back inside: its name holds "AUTH", so the credential scrub takes it out with the secrets.
             os.environ["RAY_AUTH_MODE"] = "disabled"
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            _ray_init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                      configure_logging=False)
     finally:
         worker_log.setLevel(level)
         if previous is None:
@@ -111,6 +138,11 @@ class EvalActor:
         result = self.evaluator.evaluate(Task.from_dict(task), Candidate.from_dict(candidate), options=chosen)
         return result.to_dict()
 
+    def start(self) -> dict[str, str]:
+        """Start the evaluation process now (``EvalPool.wait_started``); how its candidates are contained."""
+        self.evaluator.sandbox.start()
+        return self.evaluator.containment
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -141,6 +173,27 @@ class EvalPool:
         if 0 < num_gpus < 1:  # actors share a GPU: an evaluation may also wait its turn (the sandbox's bound)
             self.grace_s += TURN_WAIT_FACTOR * timeout_s
         self.slots = [_Slot(actor=self._new_actor(), tag=f"worker-{i}") for i in range(size)]
+
+    def wait_started(self, timeout_s: float = 300.0) -> None:
+        """Until one actor's evaluation process has started (its first candidate process loaded the runner), the
+        others starting meanwhile: where none can (evoforge's own modules out of reach of the actors, the judge or
+        a candidate's process), ``UsageError`` says why in one line, at start-up, not a campaign of ``crashed``.
+        Any other failure, or no answer within ``timeout_s``, is left to the evaluations (each actor is replaced)."""
+        pending = [slot.actor.start.remote() for slot in self.slots]
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=max(deadline - time.monotonic(), 0.0))
+            if not ready:
+                return
+            try:
+                ray.get(ready[0])
+                return
+            except ray.exceptions.RayActorError as e:  # the actor itself cannot be made (its class not importable)
+                raise UsageError(f"the evaluation actors cannot start: {last_error_line(str(e))}") from None
+            except ray.exceptions.RayTaskError as e:
+                cause = getattr(e, "cause", None)
+                if isinstance(cause, UsageError):
+                    raise UsageError(str(cause)) from None
 
     def _new_actor(self) -> Any:
         options: dict[str, Any] = {"num_cpus": 1}
@@ -192,11 +245,13 @@ class EvalPool:
             if slot.busy in ready_set:
                 try:
                     result = EvalResult.from_dict(ray.get(slot.busy))
-                except ray.exceptions.RayActorError as e:
-                    result = EvalResult.failure(EvalStatus.CRASHED, f"the evaluation actor died: {str(e)[:500]}")
+                except ray.exceptions.RayActorError as e:  # Ray's text leads with a preamble: its cause is last
+                    result = EvalResult.failure(EvalStatus.CRASHED,
+                                                f"the evaluation actor died: {last_error_line(str(e))}")
                     self._replace_actor(slot)
                 except ray.exceptions.RayTaskError as e:
-                    result = EvalResult.failure(EvalStatus.CRASHED, f"the evaluation actor failed: {str(e)[-800:]}")
+                    result = EvalResult.failure(EvalStatus.CRASHED,
+                                                f"the evaluation actor failed: {last_error_line(str(e))}")
             elif now - slot.started > self.timeout_s + self.grace_s:
                 result = EvalResult.failure(EvalStatus.TIMEOUT, f"no answer from the evaluation actor after "
                                             f"{now - slot.started:.0f} s; the actor was killed and replaced")
