@@ -591,6 +591,9 @@ class Campaign:
                                  timeout_s=cfg.timeout_s)
         self.pool.wait_started()  # where no evaluator can start, one line now, not a campaign of `crashed`
         cfg.write(self.run_dir / "config.json")
+        # The time budget is the search's: it starts once the evaluators are there, not during the set-up (torch.compile
+        # captures, Ray's start), which took all of a short budget before anything was evaluated.
+        self.started = time.monotonic()
 
     # ---------------------------------------------------------------- resume
     def restore(self) -> int:

@@ -137,3 +137,16 @@ def test_inductor_variants_are_evaluated_beside_the_seed_and_recorded(tmp_path):
     paths = json.loads(by_operator["inductor-seed"].user_attrs["kernels_by_shape"])
     assert all(k.endswith("_main") for k in paths["main"]) and not any(
         k.endswith("_main") for label, names in paths.items() if label != "main" for k in names), paths
+
+
+def test_a_time_budget_shorter_than_the_set_up_still_evaluates(tmp_path):
+    """The time budget is the search's: Ray's start (and a capture's torch.compile) come before it. A 1.2 s budget
+    was spent before the first evaluator answered, and the campaign ended with nothing evaluated."""
+    out = tmp_path / "run"
+    proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "plain_constants.py"), "--set",
+                   "batch_size=4", "--set", "dim=1000", "--backend", "interpreter", "--budget-minutes", "0.02",
+                   "--budget-evals", "4", "--workers", "1", "--out", str(out), "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    task = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]["level1/19_ReLU"]
+    assert task["evaluations"] >= 1 and task["best_speedup"] is not None, task
+    assert "time budget" in (task["stopped_early"] or "")
