@@ -45,8 +45,9 @@ def test_every_evaluation_is_one_finished_trial(run_dir):
             assert t.user_attrs["status"] == "ok" and t.value == pytest.approx(t.user_attrs["speedup"])
     assert trials[0].user_attrs["operator"] == "seed"
     # A trial lasts from its hand-over to an evaluator to its result (the dashboard's timeline), not the instant
-    # of recording: the seed's evaluation started a process and ran the chain, seconds on the interpreter.
-    assert (trials[0].datetime_complete - trials[0].datetime_start).total_seconds() > 0.5
+    # of recording: the seed's evaluation ran the chain (its judge started before, at the campaign's start-up),
+    # tenths of a second on the interpreter where recording takes milliseconds.
+    assert (trials[0].datetime_complete - trials[0].datetime_start).total_seconds() > 0.1
     assert any(t.user_attrs["operator"] == "params" for t in trials[1:])
 
 
