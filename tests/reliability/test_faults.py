@@ -139,3 +139,35 @@ def test_device_oom_is_a_runtime_error_and_memory_comes_back(relu_small, cuda_ev
     assert "out of memory" in result.message.lower() or result.status is C, result.message
     after = cuda_evaluator.evaluate(relu_small, good())
     assert after.status is EvalStatus.OK, after.message
+
+
+@pytest.mark.parametrize("containment", ["none", "bwrap"])
+def test_a_candidate_process_that_dies_before_loading_says_why(tmp_path, containment):
+    """A candidate's process that dies before its own log opens (here that log cannot be opened: a folder stands in
+    its place) wrote its traceback where the judge never read it: its candidate was `crashed` with "exited with
+    code 1 (importing the candidate)" and no cause. Now the judge quotes its last error line."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if containment == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    script = ("import sys\n"
+              "from pathlib import Path\n"
+              "from evoforge.backends.candidate_process import CandidateGone, CandidateProcess\n"
+              "work = Path(sys.argv[1]) / 'candidate'\n"
+              "(work / 'output.log').mkdir(parents=True)\n"
+              "try:\n"
+              "    CandidateProcess(spec={}, workdir=work, startup_timeout_s=120)\n"
+              "except CandidateGone as gone:\n"
+              "    print('GONE', gone.status.value, str(gone).splitlines()[0])\n")
+    # A judge of its own (its forkserver, and the contained Python's wrapper, in a private TMPDIR).
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path),
+                                             "EVOFORGE_CONTAINMENT": containment})
+    said = [line for line in proc.stdout.splitlines() if line.startswith("GONE")]
+    assert said, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert said[0].startswith("GONE crashed the candidate's process exited with code 1 (importing the candidate): "
+                              "IsADirectoryError: "), said[0]
+    assert "output.log" in said[0]
