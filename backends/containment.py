@@ -200,7 +200,8 @@ def hidden_paths(extra: list[str]) -> list[str]:
 def hidden_needs(hidden: list[str]) -> list[str]:
     """The paths this Python imports from that lie in a hidden folder: a candidate's process cannot import from
     them, which the judge names when no candidate can load."""
-    return sorted({h for h in hidden for n in _python_needs() if _within(n, h)})
+    needs = _python_needs()
+    return sorted({h for h in hidden if any(_within(n, h) for n in needs)})
 
 
 def contain(*, directory: Path, writable: list[str], hide: list[str], network: bool = False,
