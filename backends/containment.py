@@ -174,15 +174,12 @@ def _links_out(folder: str) -> list[str]:
 def _python_needs() -> list[str]:
     """Every path the judge's Python imports from, which the candidate's must see wherever it lies (a checkout,
     a virtual environment or a package cache under /tmp included): its import path (``sys.path``, files such as
-    zipped eggs too, ``PYTHONPATH``), its installation (``sys.prefix``, the base one, the interpreter's own
-    directory, sysconfig's paths), the folders finders map packages to (``_module_folders``: the tree evoforge
-    itself is imported from included), and where links in any of these lead (``_links_out``)."""
-    import sysconfig
-
+    zipped eggs too, ``PYTHONPATH``), its installation (``sys.prefix`` and the base one, whole: headers and
+    libraries too; the interpreter's own directory), the folders finders map packages to (``_module_folders``: the
+    tree evoforge itself is imported from included), and where links in any of these lead (``_links_out``)."""
     paths = [*(p for p in sys.path if p), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
               os.path.dirname(os.path.abspath(sys.executable)), str(Path(__file__).resolve().parent.parent)]
-    paths += [p for p in sysconfig.get_paths().values() if p]
     paths += _module_folders()
     paths = [os.path.abspath(p) for p in paths if p and os.path.exists(p)]
     paths += [os.path.realpath(p) for p in paths]
