@@ -1162,7 +1162,9 @@ class Campaign:
             why = "timed" if state.compile_speedup else f"failed: {baseline.message}"
         return {"compile_ms": baseline.runtime_ms if state.compile_speedup and baseline else None,
                 "compile_speedup": state.compile_speedup, "vs_compile": state.vs_compile(best),
-                "seed_vs_compile": state.vs_compile(seed_result), "compile_baseline": why}
+                "seed_vs_compile": state.vs_compile(seed_result), "compile_baseline": why,
+                # whether torch.compile's own result passes the chain's comparison (cuDNN's TF32 convolutions may not)
+                "compile_correct": baseline.details.get("correct") if baseline is not None and baseline.ok else None}
 
     def _write_notes(self) -> None:
         """Each study's note for optuna-dashboard (what it is, how to read it), written by the campaign that

@@ -18,7 +18,7 @@ from evoforge.config import (
 )
 from evoforge.core import DeprecatedFlag, UsageError
 from evoforge.mutators.registry import expand_operators, family_of
-from evoforge.task import parse_assignments, parse_shapes
+from evoforge.task import parse_allow_ops, parse_assignments, parse_shapes
 
 
 def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignConfig:
@@ -41,8 +41,6 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
     if args.task:
         config.tasks = [TaskConfig(spec=t) for t in args.task]
     if getattr(args, "allow_ops", None):
-        from evoforge.cli import parse_allow_ops
-
         ops = parse_allow_ops(args.allow_ops)
         for t in config.tasks:
             t.allow_ops = sorted({*t.allow_ops, *ops})

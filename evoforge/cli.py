@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evoforge.core import Candidate, DeprecatedFlag, EvalStatus, UsageError, check_params
-from evoforge.task import Task, parse_assignments, parse_shapes, read_candidate_file
+from evoforge.task import Task, parse_allow_ops, parse_assignments, parse_shapes, read_candidate_file
 
 
 def _set_flags(values: list[str] | None, flag: str = "--set") -> dict[str, Any]:
@@ -29,21 +29,6 @@ def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_
     backend = available_backend(backend_name, arch=arch)
     return Evaluator(backend=backend.name, arch=backend.arch, timeout_s=timeout_s, knowledge=knowledge,
                      options=ChainOptions(trials=trials, timing=timing, seed=seed))
-
-
-def parse_allow_ops(value: str | None, *, flag: str = "--allow-ops") -> list[str]:
-    """``--allow-ops addmm,convolution``: the ATen ops a kernel may leave to PyTorch (cuBLAS/cuDNN), each checked to
-    be one (a misspelt op would allow nothing and fail every candidate)."""
-    if not value:
-        return []
-    ops = [o.strip().removeprefix("aten.") for o in value.split(",") if o.strip()]
-    import torch
-
-    unknown = [o for o in ops if not o.isidentifier() or not hasattr(torch.ops.aten, o)]
-    if unknown:
-        raise UsageError(f"{flag} {unknown[0]}: no ATen op of that name (give ATen op names separated by commas, "
-                         "as a 'not started' line names them: e.g. addmm, bmm, convolution)")
-    return ops
 
 
 def warn_about_inputs(task: Task, backend: Any) -> None:

@@ -279,3 +279,18 @@ def exec_module_file(path: str, module_name: str, constants: dict[str, Any] | No
     for key, value in (constants or {}).items():
         setattr(module, key, value)
     return module
+
+
+def parse_allow_ops(value: str | None, *, flag: str = "--allow-ops") -> list[str]:
+    """``--allow-ops addmm,convolution``: the ATen ops a kernel may leave to PyTorch (cuBLAS/cuDNN), each checked to
+    be one (a misspelt op would allow nothing and fail every candidate)."""
+    if not value:
+        return []
+    ops = [o.strip().removeprefix("aten.") for o in value.split(",") if o.strip()]
+    import torch
+
+    unknown = [o for o in ops if not o.isidentifier() or not hasattr(torch.ops.aten, o)]
+    if unknown:
+        raise UsageError(f"{flag} {unknown[0]}: no ATen op of that name (give ATen op names separated by commas, "
+                         "as a 'not started' line names them: e.g. addmm, bmm, convolution)")
+    return ops
