@@ -22,6 +22,11 @@ def bake_params(source: str, params: dict[str, Any]) -> str:
     return "".join(lines[:start - 1]) + f"PARAMS = {merged!r}\n" + "".join(lines[end:])
 
 
+#: A kernel this close to torch.compile's build (its speed over it at least this) is on par with it, not slower: two
+#: timings of one kernel in separate evaluations spread about as much on the H200.
+ON_PAR = 0.98
+
+
 def task_slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
@@ -56,7 +61,10 @@ def export_best(run_dir: Path, task: Task, best: tuple[Candidate, EvalResult] | 
     if not beats_reference:
         info["reason"] = (f"the fastest correct kernel runs at {result.speedup:.3g}x the PyTorch reference: "
                           "keep the reference")
-    if vs_compile is not None and vs_compile < 1.0 and compile_speedup is not None and compile_speedup > 1.0:
+    if vs_compile is not None and ON_PAR <= vs_compile < 1.0:
+        info["note"] = (f"on par with torch.compile's build of the reference ({vs_compile:.3g}x: within "
+                        f"{100 * (1 - ON_PAR):.0f}%, the spread of two timings)")
+    if vs_compile is not None and vs_compile < ON_PAR and compile_speedup is not None and compile_speedup > 1.0:
         info["recommendation"] = "torch.compile"
         info["reason"] = (f"the fastest correct kernel runs at {vs_compile:.3g}x torch.compile's build of the "
                           f"reference ({result.speedup:.3g}x the reference, torch.compile {compile_speedup:.3g}x): "

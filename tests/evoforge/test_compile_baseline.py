@@ -49,6 +49,9 @@ def test_export_recommends_torch_compile_where_the_best_kernel_is_slower(tmp_pat
     assert "use torch.compile(model)" in (tmp_path / "best" / "level1_19_ReLU.py").read_text()
     faster = export_best(tmp_path, task, (kernel, result), kernel, result, compile_speedup=1.2)
     assert faster["recommendation"] == "kernel" and faster["vs_compile"] == 1.25
+    # Within the spread of two timings the kernel is on par, not slower: no recommendation to switch.
+    par = export_best(tmp_path, task, (kernel, result), kernel, result, compile_speedup=1.51)
+    assert par["recommendation"] == "kernel" and "on par with torch.compile" in par["note"]
 
 
 def test_a_campaign_times_torch_compile_once_per_task_and_holds_its_kernels_to_it(tmp_path):

@@ -371,3 +371,21 @@ def test_inductor_variants_are_other_structures_for_the_main_shape(interpreter_e
         assert all(k.endswith("_main") for k in result.details["kernels"]["main"]), result.details["kernels"]
     with pytest.raises(NoInductorSeed, match="no Inductor variant 'tiled'"):
         seed_from_capture(capture, variant="tiled")
+
+
+def test_a_convolutions_reference_layout_is_a_variant_of_its_own(interpreter_evaluator):
+    """The default static build lays a convolution out channels-last (Inductor's layout optimisation), which cuDNN
+    may run in TF32 (on the H200 L2/87's failed the chain's float64 criterion) and which elsewhere is the faster
+    build (L2/31, 35, 93 passed at 1.4-1.6x the reference's layout): the seed keeps torch.compile's default, and the
+    build in the reference's layout is a variant; both pass the chain here."""
+    from evoforge.task import Task
+
+    capture = _capture("level2_87_Conv2d_Subtract_Subtract_Mish.main.cpu.json")
+    assert [v["name"] for v in capture.variants] == ["reference-layout"]
+    assert capture.variants[0]["config"] == {"layout_optimization": False}
+    task = Task.load("L2/87", overrides={"batch_size": 2, "in_channels": 3, "out_channels": 8, "height": 16,
+                                         "width": 16}, allow_ops=["convolution"])
+    for variant in ("", "reference-layout"):
+        result = _judge(interpreter_evaluator, task, seed_from_capture(capture, allow_ops=("convolution",),
+                                                                       variant=variant))
+        assert result.ok, (variant, result.message)
