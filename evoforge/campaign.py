@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig, validate_config
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe, source_language
+from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator, NothingNew
 from evoforge.mutators.registry import PARAMS, family_of
 from evoforge.search.base import REPEAT, Proposal, Store, Strategy
 from evoforge.search.cache import ResultCache
 from evoforge.search.store import OptunaStore, atomic_write, redact_url
-from evoforge.task import Task, read_candidate_file
+from evoforge.task import Task
+from evoforge.task_start import KNOWLEDGE_START
 
 if TYPE_CHECKING:
     from evoforge.search.pool import PoolShare  # ray is imported when the pool starts, not with the campaign
@@ -49,8 +50,6 @@ log = logging.getLogger("evoforge.campaign")
 RECORDED_META = ("no_child", "ticket", "reply_problem", "reply_kind", "finish_reason", "feedback",
                  "repair_attempts", "repaired_status", "repair_error", "stages_done", "build", "inductor_config")
 GENERATE = "llm-generate"
-#: The operator of a config the knowledge base's shape rules start from beside the seed (knowledge/starts.py).
-KNOWLEDGE_START = "knowledge-start"
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,7 @@ class Campaign:
         self._input_shapes: dict[str, tuple[tuple[int, ...], ...]] = {}  # task -> its inputs' shapes (meta device)
         self._input_bytes: dict[str, int] = {}  # task -> its inputs' bytes at the main shape
         self.not_started: dict[str, str] = {}  # task -> why it has no seed (a campaign of several goes on without it)
-        self._variant_starts: dict[str, list[Candidate]] = {}  # task -> its Inductor variants, sent after the seed
+        self.starts: Any = None  # TaskStarts: how each task starts (evoforge/task_start.py), made by _load_tasks
         self.mutators: dict[str, Mutator] = {}
         self.store: Store | None = None
         self.pool: Any = None
@@ -199,209 +198,15 @@ class Campaign:
 
     # ---------------------------------------------------------------- set-up
     def _load_tasks(self) -> list[tuple[Task, Candidate]]:
-        from evoforge.knowledge import find_template_for, template_floor_passes
+        """Each task with its seed (``evoforge.task_start``); the starts beside it are the set-up's too."""
+        from evoforge.task_start import TaskStarts
 
-        if not self.config.tasks:
-            raise UsageError("no tasks: give --task T or [[tasks]] in the config")
-        out = []
-        for tc in self.config.tasks:
-            language = tc.language or None  # None: the seed's own
-            task = Task.load(tc.spec, overrides=tc.set, shapes=tc.shapes, allow_ops=tc.allow_ops,
-                             floor_passes=tc.floor_passes)
-            if tc.floor_passes is None and (passes := template_floor_passes(task, language or "triton")) is not None:
-                task = replace(task, floor_passes=passes)
-            self._check_inputs(task)
-            seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task, language or "triton")
-            if seed_path is None and GENERATE in self.mutators:
-                # The first kernel is written from the reference: the reference is the lineage's start (never
-                # evaluated as a candidate).
-                out.append((task, Candidate(source=task.source, task=task.name, operator="reference",
-                                            language=language or "triton", meta={"reference": True})))
-                continue
-            if seed_path is None and language == "cute":
-                raise UsageError(f"task {task.name}: language cute: no shipped CuTe template serves this task; give "
-                                 "--seed-kernel FILE (a CuTe module with CUDA_SRC), or add llm-generate to "
-                                 "--operators with an LLM endpoint")
-            if seed_path is None:
-                out.append((task, None))  # from torch.compile: captured below, all such tasks at once
-                continue
-            source = read_candidate_file(str(seed_path), flag="--seed-kernel")
-            try:
-                compile(source, str(seed_path), "exec")
-            except SyntaxError as e:
-                raise UsageError(f"--seed-kernel {seed_path}: not valid Python (line {e.lineno}: {e.msg})") from None
-            if "ModelNew" not in source:
-                raise UsageError(f"--seed-kernel {seed_path}: defines no ModelNew (a candidate module must)")
-            own = source_language(source)
-            if language and own != language:
-                raise UsageError(f"--seed-kernel {seed_path}: a {own} kernel, but task {task.name} asks for "
-                                 f"language {language} (a CuTe seed keeps CUDA C++ in CUDA_SRC and loads it with "
-                                 "evoforge.backends.cute.load; drop the language to take the seed's)")
-            out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)}, own)))
-        return self._inductor_seeds(out)
-
-    def _inductor_seeds(self, pairs: list[tuple[Task, Candidate | None]]) -> list[tuple[Task, Candidate]]:
-        """Every task no template serves gets its seed from torch.compile, the captures run side by side (each a
-        process compiling on the CPU: a benchmark's hundred tasks one after another took the better part of an
-        hour to start). In a campaign of several tasks, one that cannot start this way is left out with one line
-        (``summary["not_started"]``) and the others run; alone, or with every task so, it stops the campaign."""
-        import os
-        from concurrent.futures import ThreadPoolExecutor
-
-        waiting = [task for task, seed in pairs if seed is None]
-        if waiting:
-            side_by_side = max(1, min(len(waiting), (os.cpu_count() or 2) // 2, 8))
-            with ThreadPoolExecutor(side_by_side) as pool:
-                list(pool.map(functools.partial(self._capture_inductor, side_by_side=side_by_side), waiting))
-        out = []
-        for task, seed in pairs:
-            if seed is None:
-                try:
-                    seed = self._inductor_seed(task)
-                except UsageError as e:
-                    if len(pairs) == 1:
-                        raise
-                    self.not_started[task.name] = str(e)
-                    log.warning("%s; the campaign goes on without it", e)
-                    continue
-            out.append((task, seed))
-        if not out:
-            raise UsageError(f"no task of this campaign can start: {next(iter(self.not_started.values()))} (and "
-                             f"{len(self.not_started) - 1} more, each logged above)")
-        return out
-
-    def _check_inputs(self, task: Task) -> None:
-        """Shapes the task cannot draw inputs at are the user's mistake (one line, now); inputs far too big for
-        the backend get a warning before minutes pass with nothing recorded."""
-        from evoforge.backends.task_inputs import check_task_inputs, size_warning
-
-        size = check_task_inputs(task)
-        self._input_shapes[task.name] = size.shapes if size is not None else ()
-        self._input_bytes[task.name] = size.nbytes if size is not None else 0
-        warning = size_warning(task, size, host=self.backend.device_count() == 0, backend=self.backend.name)
-        if warning:
-            log.warning(warning)
-
-    def _knowledge_starts(self, task: Task, seed: Candidate) -> list[Candidate]:
-        """Configs the knowledge base's shape rules say to try beside the seed for this task's problem (stream-K
-        where a GEMM has fewer output tiles than SMs, a K tile within K), each evaluated right after the seed as
-        operator ``knowledge-start``; none with the knowledge base off or a seed without a SPACE."""
-        from evoforge import knowledge
-        from evoforge.core import declared_space
-        from evoforge.knowledge.precision import dtype_bytes
-        from evoforge.knowledge.starts import shape_starts
-
-        if not self.config.knowledge or seed.meta.get("reference"):
-            return []
-        declared, defaults = declared_space(seed.source)
-        space = seed.space or declared
-        if not space:
-            return []
-        params = {**defaults, **seed.params}
-        starts = shape_starts(space, params, self._input_shapes.get(task.name, ()), self.config.arch,
-                              source=seed.source,
-                              elem_bytes=dtype_bytes(knowledge.infer_task_dtype(task.source)))
-        for start in starts:
-            log.warning("task %s: the knowledge base starts a config beside the seed: %s", task.name, start.why)
-        return [seed.with_params(start.change, operator=KNOWLEDGE_START, parents=(seed.id,),
-                                 meta={**seed.meta, "move": start.why}) for start in starts]
-
-    def _captured(self, task: Task) -> Path:
-        return self.run_dir / "seeds" / f"{task.name.replace('/', '_')}.inductor.json"
-
-    def _capture_inductor(self, task: Task, side_by_side: int = 1) -> None:
-        """torch.compile's Triton for the task, captured in a process of its own on the campaign's device, written
-        where ``_inductor_seed`` reads it (a resumed campaign finds it there); a failure is written as its reason."""
-        import subprocess
-        import sys
-
-        from evoforge.core import last_error_line
-        from evoforge.mutators.inductor_seed import capture_env
-
-        captured = self._captured(task)
-        if captured.exists():
-            return
-        captured.parent.mkdir(parents=True, exist_ok=True)
-        device = str(self.backend.device).split(":")[0]
-        log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
-        try:
-            # -P: the installed evoforge, whatever the current folder (a checkout's partial evoforge/ would shadow it)
-            proc = subprocess.run([sys.executable, "-P", "-m", "evoforge.mutators.inductor_seed", task.path, device,
-                                   str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
-                                  timeout=max(600.0, self.config.timeout_s), env=capture_env(side_by_side))
-        except subprocess.TimeoutExpired:
-            reason = "torch.compile did not finish within 600 s"
-        else:
-            if proc.returncode == 0 and captured.exists():
-                return
-            tail = last_error_line(proc.stderr) or "no output"
-            reason = f"capturing torch.compile's code failed ({tail})"
-        atomic_write(captured.with_suffix(".failed"), reason)  # not the capture: a resume tries again
-
-    def _inductor_seed(self, task: Task) -> Candidate:
-        """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured by
-        ``_capture_inductor``; where Inductor's code cannot be a candidate, one line says why."""
-        from evoforge.mutators.inductor_seed import (
-            INDUCTOR_SEED,
-            INDUCTOR_VARIANT,
-            InductorCapture,
-            NoInductorSeed,
-            seed_from_capture,
-        )
-
-        captured = self._captured(task)
-        folder, stem = captured.parent, captured.name.removesuffix(".inductor.json")
-        if not captured.exists():
-            failed = captured.with_suffix(".failed")
-            return self._no_seed(task, failed.read_text() if failed.exists() else "torch.compile was not captured")
-        data = json.loads(captured.read_text())
-        if "no_seed" in data:
-            return self._no_seed(task, data["no_seed"])
-        try:
-            source = seed_from_capture(InductorCapture.from_json(captured.read_text()), allow_ops=task.allow_ops)
-        except NoInductorSeed as e:
-            return self._no_seed(task, str(e))
-        seed_file = folder / f"{stem}.py"
-        atomic_write(seed_file, source)
-        rule = "vendor ops allowed: " + ", ".join(task.allow_ops) if task.allow_ops else "strict"
-        capture = InductorCapture.from_json(captured.read_text())
-        variants = []
-        for variant in capture.variants:  # the main shape's build under other Inductor configurations
-            try:
-                made = seed_from_capture(capture, allow_ops=task.allow_ops, variant=variant["name"])
-            except NoInductorSeed:
-                continue
-            variant_file = folder / f"{stem}.{variant['name']}.py"
-            atomic_write(variant_file, made)
-            variants.append(Candidate.from_source(made, task=task.name, operator=INDUCTOR_VARIANT, meta={
-                "seed_file": str(variant_file), "compute_rule": rule, "inductor_config": variant["name"]}))
-        self._variant_starts[task.name] = variants
-        return Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED,
-                                     meta={"seed_file": str(seed_file), "compute_rule": rule})
-
-    def _no_seed(self, task: Task, reason: str) -> Candidate:
-        """No template, and no Inductor seed: the campaign cannot start this task; one line says why and what to
-        give instead."""
-        raise UsageError(f"task {task.name}: no seed kernel: no shipped template serves this task and "
-                         f"torch.compile's code cannot be one ({reason}); give --seed-kernel FILE (or seed_kernel "
-                         "in its [[tasks]] entry), or add llm-generate to --operators with an LLM endpoint")
-
-    def _seed_candidate(self, task: Task, source: str, meta: dict[str, Any],
-                        language: str | None = None) -> Candidate:
-        """The seed as given, or, when a Triton seed declares no SPACE, with its launch constants lifted into one
-        (``lifted-seed``): a plain kernel still gives parameter moves and the rule operators something to tune.
-        Its language is the task's, else the one its source is written in."""
-        from evoforge.mutators.lift import LIFTED_SEED, describe_lift, lift_launch_constants
-
-        language = language or source_language(source)
-        lifted = None if language == "cute" else lift_launch_constants(
-            source, arch=self.config.arch if self.config.knowledge else None)
-        if lifted is None:
-            return Candidate.from_source(source, task=task.name, operator="seed", language=language, meta=meta)
-        log.warning("task %s: the seed declares no SPACE; lifted its launch constants into one (%s)", task.name,
-                    lifted.describe())
-        return Candidate.from_source(lifted.source, task=task.name, operator=LIFTED_SEED,
-                                     meta={**meta, **describe_lift(lifted)})
+        self.starts = TaskStarts(config=self.config, backend=self.backend, run_dir=self.run_dir,
+                                 generate=GENERATE in self.mutators)
+        pairs = self.starts.load()
+        self.not_started = self.starts.not_started
+        self._input_shapes, self._input_bytes = self.starts.input_shapes, self.starts.input_bytes
+        return pairs
 
     def _make_mutators(self, arch: str) -> dict[str, Mutator]:
         """The operators the config names, from the one registry; the LLM client only when a model is set."""
@@ -497,7 +302,8 @@ class Campaign:
             if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
                 usable = [op for op in usable if family_of(op) == "llm"]
             states.append(TaskState(task=task, strategy=self._strategy(task, seed, usable, i), seed=seed,
-                                    starts=self._knowledge_starts(task, seed) + self._variant_starts.pop(task.name, [])))
+                                    starts=self.starts.knowledge_starts(task, seed)
+                                    + self.starts.variant_starts.pop(task.name, [])))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
         if not self.resume:
