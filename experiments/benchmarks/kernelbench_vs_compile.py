@@ -225,6 +225,12 @@ def run(args: argparse.Namespace) -> None:
     sample = SMOKE if args.smoke else json.loads(args.sample.read_text())["tasks"]
     k, n = (int(x) for x in args.part.split("/"))
     mine = sample[k - 1::n]
+    if args.only:
+        wanted = {x.strip() for x in args.only.split(",") if x.strip()}
+        unknown = wanted - {t["spec"] for t in mine}
+        if unknown:
+            raise SystemExit(f"--only: {', '.join(sorted(unknown))} not in part {args.part} of the sample")
+        mine = [t for t in mine if t["spec"] in wanted]
     device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
     args.out.mkdir(parents=True, exist_ok=True)
     run_dir = args.out / "run"
@@ -273,11 +279,26 @@ def figures(rows: list[dict[str, Any]], name: str, n: int) -> str:
             f"below 0.9x: {sum(v < 0.9 for v in timed)}; worst {min(timed):.3f}x")
 
 
+def latest_rows(paths: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per task: a task re-run (``--only``) in a later file replaces its earlier row; the replaced specs."""
+    by_spec: dict[str, dict[str, Any]] = {}
+    replaced = []
+    for p in paths:
+        for line in p.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                if row["spec"] in by_spec:
+                    replaced.append(row["spec"])
+                by_spec[row["spec"]] = dict(row, rows_file=p.name)
+    return list(by_spec.values()), replaced
+
+
 def summarize(paths: list[Path], sample: Path | None, out: Path) -> str:
-    rows = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
+    rows, replaced = latest_rows(paths)
     n = len(rows)
     lines = ["# evoforge against torch.compile on KernelBench tasks without a template", "",
-             f"Rows: {n} tasks from {', '.join(str(p) for p in paths)}."]
+             f"Rows: {n} tasks from {', '.join(p.name for p in paths)}"
+             + (f"; re-run, the later row kept: {', '.join(replaced)}." if replaced else ".")]
     if sample is not None and sample.exists():
         sel = json.loads(sample.read_text())
         lines += ["", f"Sample: {sel['count']} tasks drawn with seed {sel['seed']} on {sel['date']} from a population "
@@ -312,6 +333,8 @@ def main() -> None:
     ap.add_argument("--run", action="store_true", help="run a part of the sample and re-time it (GPU)")
     ap.add_argument("--sample", type=Path, help="the committed sample (--select's output)")
     ap.add_argument("--part", default="1/1", help="K/N: every Nth task of the sample from the Kth")
+    ap.add_argument("--only", default="", help="SPEC,...: just these tasks of the part (a re-run; --summarize keeps "
+                                                   "the last row of a task)")
     ap.add_argument("--minutes-per-task", type=float, default=0.5)
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
