@@ -305,10 +305,20 @@ def summarize(paths: list[Path], sample: Path | None, out: Path) -> str:
                   f"of {sel['population']} ({sel['population_rule']}); `{sample.name}`."]
     lines += ["", "Exported kernels (each task run as `evoforge run` with default options; re-timed in another "
               "process against eager and torch.compile's default static build):", "",
-              f"- {figures(rows, 'best', n)}", f"- {figures(rows, 'seed', n)} (the seed alone, for comparison)", "",
+              f"- {figures(rows, 'best', n)}", f"- {figures(rows, 'seed', n)} (the seed alone, for comparison)"]
+    wrong = [r["spec"] for r in rows if r.get("compile_correct") is False]
+    if wrong:
+        lines.append(f"- torch.compile's own build fails the chain's correctness check (the campaign's baseline job) "
+                     f"on {len(wrong)} of {n}: {', '.join(wrong)}; the figures above still hold evoforge to its time")
+    same = [r["seed_ms"] / r["best_ms"] for r in rows if r.get("best_operator") == "inductor-seed"
+            and r.get("seed_ms") and r.get("best_ms")]
+    if same:
+        lines.append(f"- the re-timing's own spread: where the exported kernel is the seed (same source, same "
+                     f"config; {len(same)} tasks) the two files' times differ by {min(same):.3f}x to {max(same):.3f}x")
+    lines += ["",
               "| task | rule | evaluations | best from | eager ms | compile ms | seed ms | best ms | seed vs compile | "
-              "best vs compile | campaign's vs compile | recommendation |",
-              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+              "best vs compile | campaign's vs compile | compile correct | recommendation |",
+              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
 
     def f(r: dict[str, Any], key: str) -> str:
         return f"{r[key]:.4g}" if isinstance(r.get(key), float) else ""
@@ -318,7 +328,8 @@ def summarize(paths: list[Path], sample: Path | None, out: Path) -> str:
         best = r.get("best_operator") or r.get("error") or r.get("best_error") or "no correct kernel"
         lines.append(f"| {r['task']} | {rule} | {r.get('evaluations', '')} | {str(best)[:80]} | {f(r, 'eager_ms')} | "
                      f"{f(r, 'compile_ms')} | {f(r, 'seed_ms')} | {f(r, 'best_ms')} | {f(r, 'seed_vs_compile')} | "
-                     f"{f(r, 'best_vs_compile')} | {f(r, 'campaign_vs_compile')} | {r.get('recommendation') or ''} |")
+                     f"{f(r, 'best_vs_compile')} | {f(r, 'campaign_vs_compile')} | "
+                     f"{ {True: 'yes', False: 'no'}.get(r.get('compile_correct'), '')} | {r.get('recommendation') or ''} |")
     text = "\n".join(lines) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "vs_compile.md").write_text(text)
