@@ -55,10 +55,16 @@ _BLOCKS = {"x": "XBLOCK", "y": "YBLOCK", "z": "ZBLOCK"}
 #: times further from float64 than the reference, rms 2.3e-5 against 2.6e-8, and failed the chain), while on L2/31,
 #: 35 and 93 the default build passed and ran 1.4-1.6x faster than the reference's layout: so it is a variant, and
 #: the default stays the seed.
+#: ``triton-gemm``: a build whose GEMMs (mm, addmm, bmm, baddbmm) are Inductor's max-autotune Triton template with
+#: the epilogue fused, where the default build calls cuBLAS (``GEMM_BUILD``).
+GEMM_BUILD: dict[str, Any] = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"}
+#: A call to a vendor GEMM in Inductor's output code.
+_EXTERN_GEMM = re.compile(r"\bextern_kernels\.(mm|addmm|bmm|baddbmm)\(")
 INDUCTOR_VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "unsplit-reductions": ({"split_reductions": False}, ("reduction", "persistent_reduction")),
     "looped-reductions": ({"triton.persistent_reductions": False}, ("persistent_reduction",)),
     "reference-layout": ({"layout_optimization": False}, ("convolution",)),
+    "triton-gemm": (GEMM_BUILD, ("extern_gemm",)),
 }
 
 
@@ -95,6 +101,11 @@ class InductorCapture:
     # Other structures for the main shape: the static build under another Inductor configuration, where its kernels
     # differ from the default's; each {"name": ..., "config": {inductor option: value}, "main": a capture dict}.
     variants: list[dict[str, Any]] = field(default_factory=list)
+    # Where the default build calls a vendor GEMM: the task compiled again with every GEMM in Inductor's Triton
+    # template (``GEMM_BUILD``), shape-generic with its own ``main``, a capture of the same form as a dict: the seed
+    # where the task does not allow the vendor call. None where there is none (``gemm_failure`` says why).
+    gemm: dict[str, Any] | None = None
+    gemm_failure: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -129,6 +140,10 @@ class _Kernel:
     no_x_dim: bool
     helpers: set[str]
     local_jit: str = ""  # @triton.jit functions its module defines beside it (a scan's combine fn), renamed for it
+    # A GEMM template's (``triton_tem_*``, Inductor's max-autotune Triton matmul with its epilogue fused) tunable
+    # form, where its sizes are constants and its tiling is the mm/bmm template's: M, N, K, the tile constants, the
+    # operands' dtype. None for any other kernel (a template not recognised launches on the grid it was given).
+    template: dict[str, Any] | None = None
 
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
@@ -178,10 +193,62 @@ def _kernel(name: str, source: str) -> _Kernel:
         renamed = f"{name}{helper.name}" if helper.name.startswith("_") else f"{name}_{helper.name}"
         local_text = [re.sub(rf"\b{helper.name}\b", renamed, t) for t in local_text]
         body = re.sub(rf"\b{helper.name}\b", renamed, body)
+    signature = _dict_entry(_keyword(heuristic, "triton_meta") if heuristic is not None else None, "signature")
+    template = _gemm_template(fn, body_constants, signature) if kind == "template" else None
     return _Kernel(name=name, source=body, params=[a.arg for a in fn.args.args],
                    constexprs=constexprs, body_constants=body_constants, grid_type=grid_type, kind=kind,
                    no_x_dim=isinstance(no_x, ast.Constant) and bool(no_x.value), helpers=helpers,
-                   local_jit="\n\n".join(t.strip() + "\n" for t in local_text))
+                   local_jit="\n\n".join(t.strip() + "\n" for t in local_text), template=template)
+
+
+#: A GEMM template's tile constants the search moves (the template's body defines them as constexprs).
+_TILES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
+#: The fp32 operands' dot precisions a GEMM template may take: exact fp32 (Inductor's choice while
+#: ``torch.backends.cuda.matmul.allow_tf32`` is off) and three TF32 passes, whose error is of fp32's order (the
+#: chain's float64 criterion judges it); one TF32 pass is left out (about 1e-3 relative: the chain rejects it).
+PRECISIONS = ("ieee", "tf32x3")
+
+
+def _gemm_template(fn: ast.FunctionDef, constants: dict[str, int], signature: ast.expr | None
+                   ) -> dict[str, Any] | None:
+    """The tunable form of Inductor's mm/bmm template kernel: its M, N and K written as integers (a static build),
+    its program id over output tiles in GROUP_M-swizzled order (``grid_m = (M + BLOCK_M - 1) // BLOCK_M``), the
+    tile constants in its body; else None."""
+    text = ast.unparse(fn)
+    if not all(t in constants for t in _TILES) or "grid_m = (M + BLOCK_M - 1) // BLOCK_M" not in text:
+        return None
+    sizes = {}
+    for node in fn.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in ("M", "N", "K")):
+            if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)):
+                return None  # sizes read at run time (a shape-generic build): launched as Inductor wrote it
+            sizes[node.targets[0].id] = node.value.value
+    if set(sizes) != {"M", "N", "K"}:
+        return None
+    dtypes = set()
+    if isinstance(signature, ast.Dict):
+        dtypes = {v.value for k, v in zip(signature.keys, signature.values, strict=True)
+                  if isinstance(k, ast.Constant) and k.value in ("arg_A", "arg_B") and isinstance(v, ast.Constant)}
+    precision = "ALLOW_TF32" in constants and "allow_tf32=ALLOW_TF32" in text and dtypes == {"*fp32"}
+    return {**sizes, "tiles": {t: constants[t] for t in _TILES}, "even_k": bool(constants.get("EVEN_K", 0)),
+            "precision": ("tf32" if constants["ALLOW_TF32"] else "ieee") if precision else None}
+
+
+def _tunable_template(kernel: _Kernel) -> str:
+    """The template kernel's source with its tiles (and fp32 dot precision) as constexpr parameters."""
+    info = kernel.template
+    assert info is not None
+    names = [*_TILES, *(["PRECISION"] if info["precision"] else [])]
+    source = kernel.source
+    drop = (*_TILES, "ALLOW_TF32") if info["precision"] else _TILES
+    for name in drop:
+        source = re.sub(rf"^[ \t]*{name}\s*:\s*tl\.constexpr\s*=\s*[^\n]*\n", "", source, count=1, flags=re.MULTILINE)
+    if info["precision"]:
+        source = source.replace("allow_tf32=ALLOW_TF32", "input_precision=PRECISION")
+    extra = ", ".join(f"{n}: tl.constexpr" for n in names)
+    return re.sub(rf"^def {kernel.name}\((.*?)\):", lambda m: f"def {kernel.name}({m.group(1)}, {extra}):", source,
+                  count=1, flags=re.MULTILINE | re.DOTALL)
 
 
 def _kernels_and_call(code: str) -> tuple[dict[str, _Kernel], ast.FunctionDef]:
@@ -295,6 +362,8 @@ class _CallRewrite(ast.NodeTransformer):
 
     def _launch(self, name: str, call: ast.Call) -> ast.Expr:
         kernel = self.kernels[name]
+        if kernel.grid_type == "FixedGrid":
+            return self._fixed_launch(name, call)
         args = list(call.args)
         bound = dict(zip(kernel.params, args, strict=False))
         keys = self.keys[name]
@@ -319,6 +388,28 @@ class _CallRewrite(ast.NodeTransformer):
         return ast.Expr(launch)
 
 
+    def _fixed_launch(self, name: str, call: ast.Call) -> ast.Expr:
+        """A template kernel: Inductor passes its grid after the kernel's arguments. A tunable GEMM template's grid
+        is its output tiles (a bmm's batch on the second axis, as given); any other keeps the grid it was given."""
+        kernel = self.kernels[name]
+        n = len(kernel.params)
+        args, grid_args = list(call.args[:n]), list(call.args[n:n + 3])
+        if len(grid_args) != 3:
+            raise NoInductorSeed(f"kernel {name} launches without its grid")
+        keys = self.keys[name]
+        grid = [ast.unparse(g) for g in grid_args]
+        if kernel.template is not None:
+            info = kernel.template
+            grid[0] = (f"triton.cdiv({info['M']}, {self._value(keys['BLOCK_M'])}) * "
+                       f"triton.cdiv({info['N']}, {self._value(keys['BLOCK_N'])})")
+        launch = ast.parse(f"{name}[({', '.join(grid)},)]()", mode="eval").body
+        assert isinstance(launch, ast.Call)
+        launch.args = args
+        for key, param in keys.items():
+            launch.keywords.append(ast.keyword(key, ast.parse(self._value(param), mode="eval").body))
+        return ast.Expr(launch)
+
+
 def _launch_keys(kernels: dict[str, _Kernel], configs: dict[str, list[dict[str, Any]]]
                  ) -> tuple[dict[str, dict[str, str]], dict[str, Any], dict[str, list[Any]]]:
     """For each kernel, its tunable launch arguments and the PARAMS key each reads; PARAMS and SPACE."""
@@ -334,6 +425,13 @@ def _launch_keys(kernels: dict[str, _Kernel], configs: dict[str, list[dict[str, 
         keys[name] = {}
         values = {**chosen.get("kwargs", {}), "num_warps": chosen.get("num_warps", 4),
                   "num_stages": chosen.get("num_stages", 1)}
+        if kernel.template is not None:
+            for arg, value in _template_values(kernel, values).items():
+                key = f"k{i}_{arg}" if several else arg
+                keys[name][arg] = key
+                params[key] = value[0]
+                space[key] = value[1]
+            continue
         for arg, value in values.items():
             if arg not in ("num_warps", "num_stages") and arg not in kernel.constexprs:
                 continue
@@ -344,6 +442,25 @@ def _launch_keys(kernels: dict[str, _Kernel], configs: dict[str, list[dict[str, 
             seen = {c.get("kwargs", {}).get(arg, c.get(arg)) for c in found} - {None}
             space[key] = [value] if fixed else sorted(set(value_range(arg, int(value))) | seen)
     return keys, params, space
+
+
+def _template_values(kernel: _Kernel, launch: dict[str, Any]) -> dict[str, tuple[Any, list[Any]]]:
+    """A GEMM template's launch values, each (Inductor's choice, the values the search may take): the tiles (dot
+    operands of at least 16 a side; where Inductor wrote the K loop unmasked, BLOCK_K divides K), warps, stages
+    and, for fp32 operands, the dot's precision."""
+    info = kernel.template
+    assert info is not None
+    out: dict[str, tuple[Any, list[Any]]] = {}
+    for tile, value in info["tiles"].items():
+        values = [v for v in value_range(tile, int(value)) if tile == "GROUP_M" or 16 <= v <= 256]
+        if tile == "BLOCK_K" and info["even_k"]:
+            values = [v for v in values if info["K"] % v == 0]
+        out[tile] = (value, sorted(set(values) | {value}))
+    for arg in ("num_warps", "num_stages"):
+        out[arg] = (launch[arg], value_range(arg, int(launch[arg])))
+    if info["precision"]:
+        out["PRECISION"] = (info["precision"], sorted({info["precision"], *PRECISIONS}))
+    return out
 
 
 _HEADER = '''"""Seed from torch.compile for {task}: Inductor's Triton (torch {torch}, {device}) as plain kernels.
@@ -426,6 +543,10 @@ def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: boo
     if not kernels:
         raise NoInductorSeed("Inductor made no Triton kernel for this task (it runs as library calls only)")
     for kernel in kernels.values():
+        if kernel.grid_type == "FixedGrid" and kernel.kind == "template":
+            if kernel.template is not None:
+                kernel.source = _tunable_template(kernel)
+            continue
         if kernel.grid_type not in _GRIDS:
             raise NoInductorSeed(f"Inductor launches kernel {kernel.name} ({kernel.kind}) on a "
                                  f"{kernel.grid_type or 'custom'} grid, which the seed conversion does not handle")
@@ -494,6 +615,21 @@ def _main_guard(main: InductorCapture, forward_args: list[str]) -> tuple[str, st
 
 def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = (),
                       variant: str = "") -> str:
+    """The candidate module made of one capture (see ``_seed``); where the default build calls a vendor GEMM the
+    task does not allow, the build with its GEMMs in Inductor's Triton template (``capture.gemm``) instead."""
+    try:
+        return _seed(capture, allow_ops=allow_ops, variant=variant)
+    except NoInductorSeed as e:
+        if variant or not capture.gemm or "from a vendor library" not in str(e):
+            raise
+        gemm = InductorCapture(**{k: v for k, v in capture.gemm.items() if k in InductorCapture.__dataclass_fields__})
+        try:
+            return _seed(gemm, allow_ops=allow_ops)
+        except NoInductorSeed as again:
+            raise NoInductorSeed(f"{e}; with its GEMMs in Inductor's Triton template: {again}") from None
+
+
+def _seed(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = (), variant: str = "") -> str:
     """The candidate module made of one capture; ``NoInductorSeed`` with the reason where there is none.
 
     With a main-shape capture (``capture.main``) the module has two paths, as torch.compile keeps a build per
@@ -844,6 +980,16 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
                 result.main = asdict(main)
                 if variants:
                     result.variants = _variants(model, inputs, main, made, base=main_config, run=device != "cpu")
+    if _EXTERN_GEMM.search(result.output_code):
+        torch._dynamo.reset()
+        try:
+            code, sources, _examples, _, _ = _compile(model, inputs, dynamic=True, config=dict(GEMM_BUILD))
+        except NoInductorSeed as e:
+            result.gemm_failure = str(e)
+        else:
+            gemm = made(code, sources)
+            gemm.main = next((v["main"] for v in result.variants if v["name"] == "triton-gemm"), result.main)
+            result.gemm = asdict(gemm)
     return result
 
 
@@ -864,6 +1010,8 @@ def _variants(model: Any, inputs: list[Any], main: InductorCapture, made: Any, *
     kinds = {k.kind for k in _kernels_and_call(main.output_code)[0].values()}
     if re.search(r"\bconvolution\b", main.output_code):  # a kind of its own: a variant may change its layout
         kinds.add("convolution")
+    if _EXTERN_GEMM.search(main.output_code):
+        kinds.add("extern_gemm")
     seen = [_kernel_bodies(main.output_code)]
     out = []
     for name, (config, changes) in INDUCTOR_VARIANTS.items():
@@ -962,6 +1110,10 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
         for retry in (False, True):
             options = {"fx_graph_cache": False, **(config or {}),
                        **({"triton.coalesce_tiling_analysis": False} if retry else {})}
+            if options.get("max_autotune_gemm") and not torch.cuda.is_available():
+                # Inductor benchmarks a template with its epilogue fused by loading the pair as a module, which
+                # the CPU's Triton (the interpreter) cannot: the fusion is taken as Inductor's heuristics decide.
+                options["benchmark_epilogue_fusion"] = False
             try:
                 with (torch.no_grad(), inductor_config.patch(options), dynamo_config.patch(symbolic),
                       fx_config.patch({"use_duck_shape": not dynamic})):

@@ -389,3 +389,76 @@ def test_a_convolutions_reference_layout_is_a_variant_of_its_own(interpreter_eva
         result = _judge(interpreter_evaluator, task, seed_from_capture(capture, allow_ops=("convolution",),
                                                                        variant=variant))
         assert result.ok, (variant, result.message)
+
+
+def test_a_gemm_task_starts_in_triton_alone_under_the_strict_rule(interpreter_evaluator):
+    """Where torch.compile calls cuBLAS (L2/76's addmm), the capture compiles the task again with every GEMM in
+    Inductor's max-autotune Triton template, the epilogue fused: under the strict rule that build is the seed, no
+    vendor call in it, its tiles and fp32 dot precision in SPACE, and both its paths pass the chain."""
+    from evoforge.task import Task
+
+    capture = _capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json")
+    assert capture.gemm is not None
+    source = seed_from_capture(capture)
+    assert "torch.addmm" not in source and "torch.mm" not in source and "extern_kernels" not in source
+    assert static_check(source) is None
+    space, params = declared_space(source)
+    assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PRECISION"} <= set(space), space
+    assert params["PRECISION"] == "ieee" and space["PRECISION"] == ["ieee", "tf32x3"]
+    # Inductor wrote the K loop unmasked (K = 32 divides by its BLOCK_K): every BLOCK_K offered divides K.
+    assert space["BLOCK_K"] and all(32 % k == 0 and k >= 16 for k in space["BLOCK_K"]), space["BLOCK_K"]
+    task = Task.load("L2/76", overrides=GEMM_SMALL)
+    result = _judge(interpreter_evaluator, task, source)
+    assert result.ok, result.message
+    kernels = result.details["kernels"]
+    assert kernels["main"] and all(k.startswith("triton_tem_") and k.endswith("_main") for k in kernels["main"]), kernels
+    odd = [v for k, v in kernels.items() if k.startswith("odd")]
+    assert odd and all(name.startswith("triton_tem_") and not name.endswith("_main") for v in odd for name in v), kernels
+
+
+def test_a_gemm_templates_tiles_move_and_stay_correct(interpreter_evaluator):
+    """The search's moves on the template: other tiles, GROUP_M and three TF32 passes compute the same GEMM."""
+    from evoforge.task import Task
+
+    source = seed_from_capture(_capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json"))
+    task = Task.load("L2/76", overrides=GEMM_SMALL)
+    space, params = declared_space(source)
+    moved = dict(params, BLOCK_M=max(space["BLOCK_M"]), BLOCK_N=min(space["BLOCK_N"]), BLOCK_K=min(space["BLOCK_K"]),
+                 GROUP_M=1, PRECISION="tf32x3")
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
+                                                                        operator="inductor-seed", params=moved))
+    assert result.ok, result.message
+
+
+def test_a_template_whose_unmasked_k_loop_would_overrun_offers_no_such_block_k():
+    """Adversarial: a BLOCK_K that does not divide K would read past the rows of an unmasked K loop; such a value
+    is never in SPACE, while a template Inductor wrote with masks (EVEN_K False) takes any."""
+    capture = _capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json")
+    main = json.loads(json.dumps(capture.gemm["main"]))
+    code = main["output_code"]
+    assert "K = 32" in code and "BLOCK_K : tl.constexpr = 32" in code
+    main["output_code"] = code.replace("K = 32", "K = 96")  # 16 and 32 divide it, 64 and 128 do not
+    variant = InductorCapture(**{k: v for k, v in main.items() if k in InductorCapture.__dataclass_fields__})
+    space, _ = declared_space(seed_from_capture(variant))
+    assert space["BLOCK_K"] == [16, 32], space["BLOCK_K"]
+    main["output_code"] = code.replace("EVEN_K : tl.constexpr = True", "EVEN_K : tl.constexpr = False")
+    variant = InductorCapture(**{k: v for k, v in main.items() if k in InductorCapture.__dataclass_fields__})
+    space, _ = declared_space(seed_from_capture(variant))
+    assert 64 in space["BLOCK_K"] or max(space["BLOCK_K"]) > 32, space["BLOCK_K"]
+
+
+def test_with_the_vendor_gemm_allowed_the_triton_gemm_is_a_variant(interpreter_evaluator):
+    """Under the vendor rule the seed keeps cuBLAS (torch.compile's default) and the Triton template's build of the
+    main shape is an ``inductor-variant`` beside it; it passes the chain too."""
+    from evoforge.task import Task
+
+    capture = _capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json")
+    assert [v["name"] for v in capture.variants] == ["triton-gemm"]
+    seed = seed_from_capture(capture, allow_ops=("addmm",))
+    assert "torch.addmm" in seed
+    variant = seed_from_capture(capture, allow_ops=("addmm",), variant="triton-gemm")
+    assert "torch.addmm" in variant.split("def forward_main_shape")[0] + variant.split("def forward_any_shape")[1]
+    assert "torch.addmm" not in variant.split("def forward_main_shape")[1].split("def forward_any_shape")[0]
+    task = Task.load("L2/76", overrides=GEMM_SMALL, allow_ops=["addmm"])
+    result = _judge(interpreter_evaluator, task, variant)
+    assert result.ok, result.message
