@@ -58,6 +58,9 @@ _BLOCKS = {"x": "XBLOCK", "y": "YBLOCK", "z": "ZBLOCK"}
 #: ``triton-gemm``: a build whose GEMMs (mm, addmm, bmm, baddbmm) are Inductor's max-autotune Triton template with
 #: the epilogue fused, where the default build calls cuBLAS (``GEMM_BUILD``).
 GEMM_BUILD: dict[str, Any] = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"}
+#: The words of the two reasons a build with a vendor GEMM gives (the GEMM build is tried after either).
+VENDOR_CALL = "from a vendor library"
+LIBRARY_ONLY = "it runs as library calls only"
 #: A call to a vendor GEMM in Inductor's output code.
 _EXTERN_GEMM = re.compile(r"\bextern_kernels\.(mm|addmm|bmm|baddbmm)\(")
 INDUCTOR_VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
@@ -541,11 +544,15 @@ def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: boo
     literals (Inductor's choice)."""
     kernels, call = _kernels_and_call(_rename_kernels(capture.output_code, suffix) if suffix else capture.output_code)
     if not kernels:
-        raise NoInductorSeed("Inductor made no Triton kernel for this task (it runs as library calls only)")
+        raise NoInductorSeed(f"Inductor made no Triton kernel for this task ({LIBRARY_ONLY})")
     for kernel in kernels.values():
         if kernel.grid_type == "FixedGrid" and kernel.kind == "template":
             if kernel.template is not None:
                 kernel.source = _tunable_template(kernel)
+                if kernel.template["precision"] == "ieee" and capture.device.startswith("cuda"):
+                    # Inductor's fp32 dot is exact because torch's TF32 flag is off, and so runs without tensor
+                    # cores; three TF32 passes keep fp32's accuracy on them (the chain checks it): the start.
+                    kernel.template["precision"] = "tf32x3"
             continue
         if kernel.grid_type not in _GRIDS:
             raise NoInductorSeed(f"Inductor launches kernel {kernel.name} ({kernel.kind}) on a "
@@ -557,7 +564,7 @@ def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: boo
     if rewrite.vendor:
         ops = sorted(set(rewrite.vendor))
         raise NoInductorSeed(
-            f"Inductor calls {', '.join(ops)} from a vendor library for this task; the seed's kernels must compute "
+            f"Inductor calls {', '.join(ops)} {VENDOR_CALL} for this task; the seed's kernels must compute "
             f"it all unless the task allows it (allow_ops = {json.dumps(ops)} in its [[tasks]] entry, or "
             f"--allow-ops {','.join(ops)})")
     flat: list[ast.stmt] = []
@@ -620,7 +627,7 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
     try:
         return _seed(capture, allow_ops=allow_ops, variant=variant)
     except NoInductorSeed as e:
-        if variant or not capture.gemm or "from a vendor library" not in str(e):
+        if variant or not capture.gemm or not any(m in str(e) for m in (VENDOR_CALL, LIBRARY_ONLY)):
             raise
         gemm = InductorCapture(**{k: v for k, v in capture.gemm.items() if k in InductorCapture.__dataclass_fields__})
         try:
@@ -922,11 +929,12 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     import inspect
     import os
 
+    if device == "cpu":  # before Triton is imported: its @triton.jit functions are the interpreter's from the start
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
     import torch._inductor.config as inductor_config
 
     if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
         inductor_config.cpu_backend = "triton"
         _stand_in_driver()
     from evoforge.task import exec_module_file
