@@ -33,7 +33,8 @@ from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig, validate_config
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator, NothingNew
-from evoforge.mutators.registry import PARAMS, family_of
+from evoforge.mutators.names import LLM, LLM_GENERATE, PARAMS, SEED
+from evoforge.mutators.registry import family_of
 from evoforge.search.base import REPEAT, Proposal, Store, Strategy
 from evoforge.search.cache import ResultCache
 from evoforge.search.store import OptunaStore, atomic_write, redact_url
@@ -49,7 +50,6 @@ log = logging.getLogger("evoforge.campaign")
 #: artifacts, tokens and model are the store's own)
 RECORDED_META = ("no_child", "ticket", "reply_problem", "reply_kind", "finish_reason", "feedback",
                  "repair_attempts", "repaired_status", "repair_error", "stages_done", "build", "inductor_config")
-GENERATE = "llm-generate"
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class Campaign:
         from evoforge.task_start import TaskStarts
 
         self.starts = TaskStarts(config=self.config, backend=self.backend, run_dir=self.run_dir,
-                                 generate=GENERATE in self.mutators)
+                                 generate=LLM_GENERATE in self.mutators)
         pairs = self.starts.load()
         self.not_started = self.starts.not_started
         self._input_shapes, self._input_bytes = self.starts.input_shapes, self.starts.input_bytes
@@ -297,10 +297,10 @@ class Campaign:
         states = []
         for i, (task, seed) in enumerate(pairs):
             # Operators that can act on the seed's structure (LLM operators can act on any).
-            usable = [op for op in operators if op == PARAMS or family_of(op) == "llm"
+            usable = [op for op in operators if op == PARAMS or family_of(op) == LLM
                       or self.mutators[op].applicable(seed, None)]
             if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
-                usable = [op for op in usable if family_of(op) == "llm"]
+                usable = [op for op in usable if family_of(op) == LLM]
             states.append(TaskState(task=task, strategy=self._strategy(task, seed, usable, i), seed=seed,
                                     starts=self.starts.knowledge_starts(task, seed)
                                     + self.starts.variant_starts.pop(task.name, [])))
@@ -473,7 +473,7 @@ class Campaign:
         if proposal.params is not None:
             return parent.with_params(proposal.params, operator=proposal.operator or PARAMS,
                                       parents=(parent.id,), stage=proposal.stage, meta={})
-        if proposal.operator in ("seed", KNOWLEDGE_START):
+        if proposal.operator in (SEED, KNOWLEDGE_START):
             return parent
         mutator = self.mutators.get(proposal.operator)
         if mutator is None:
@@ -490,7 +490,7 @@ class Campaign:
         try:
             # llm-generate reads the reference: no kernel is its parent (the seed is what it must differ from)
             given = tuple(proposal.parents) or ((state.seed,) if not state.seed_is_reference else ())
-            child = await mutator.propose(given if mutator.name == GENERATE else tuple(parents), context)
+            child = await mutator.propose(given if mutator.name == LLM_GENERATE else tuple(parents), context)
         except MutationError as e:
             return _Failed(EvalResult.failure(EvalStatus.INVALID, f"{proposal.operator}: {e}"),
                            {**(getattr(e, "meta", {}) or {}), **({"nothing_new": True} if isinstance(e, NothingNew)
@@ -507,7 +507,7 @@ class Campaign:
 
     async def _fallback(self, parent: Candidate, context: MutationContext) -> Candidate | None:
         for name, mutator in self.mutators.items():
-            if family_of(name) == "llm" or not mutator.applicable(parent, context.parent_result):
+            if family_of(name) == LLM or not mutator.applicable(parent, context.parent_result):
                 continue
             try:
                 return await mutator.propose((parent,), context)
@@ -672,7 +672,7 @@ class Campaign:
                         continue
                     if state in seeds_to_send:
                         seeds_to_send.remove(state)
-                        proposal = Proposal(operator="seed", parents=(state.seed,))
+                        proposal = Proposal(operator=SEED, parents=(state.seed,))
                     elif state in starts_to_send and state.starts:
                         # beside the seed, not its children: they need no result of it to be made
                         proposal = Proposal(operator=KNOWLEDGE_START, parents=(state.starts.pop(0),))
@@ -823,7 +823,7 @@ class Campaign:
                 "more of its steps (--strategy-option steps=N)")
             log.warning("task %s: stopped early: %s", name, self.stopped[name])
             return
-        ops = [op for op in self.mutators if family_of(op) != "llm"]
+        ops = [op for op in self.mutators if family_of(op) != LLM]
         space = state.seed.space
         dims = "x".join(str(len(v)) for v in space.values())
         coverage = self._coverage(state)
@@ -844,7 +844,7 @@ class Campaign:
             if PARAMS not in self.config.operators:
                 needs.append(f"params in --operators (the tuner proposes the {coverage[1] - coverage[0]} {legal}"
                              "configurations the operators did not reach)")
-        if not any(family_of(op) == "llm" for op in self.mutators):
+        if not any(family_of(op) == LLM for op in self.mutators):
             needs.append("an LLM endpoint (--llm-model NAME --llm-base-url URL)")
         n = state.repeats_skipped
         repeats = f", {n} proposal{'s' if n != 1 else ''} repeated a configuration already evaluated" if n else ""
@@ -874,7 +874,7 @@ class Campaign:
     def _covered(self, state: TaskState) -> bool:
         """Whether nothing an operator of this campaign can make is new: no LLM operator (the rule operators only
         set parameters), one structure evaluated, and every legal config of its SPACE evaluated."""
-        if any(family_of(op) == "llm" for op in self.mutators) or any(
+        if any(family_of(op) == LLM for op in self.mutators) or any(
                 c.structure_id != state.seed.structure_id for c, _ in state.history if not c.meta.get("no_child")):
             return False
         coverage = self._coverage(state)

@@ -17,6 +17,7 @@ from evoforge.config import (
     validate_config,
 )
 from evoforge.core import DeprecatedFlag, UsageError
+from evoforge.mutators.names import LLM
 from evoforge.mutators.registry import expand_operators, family_of
 from evoforge.task import parse_allow_ops, parse_assignments, parse_shapes
 
@@ -67,8 +68,8 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
         if value:
             setattr(config.llm, key, value)
     if args.llm_model and not args.operators and not any(
-            family_of(name) == "llm" for name in expand_operators(config.operators, source="operators")):
-        config.operators = [*config.operators, "llm"]  # --llm-model alone turns the LLM operators on
+            family_of(name) == LLM for name in expand_operators(config.operators, source="operators")):
+        config.operators = [*config.operators, LLM]  # --llm-model alone turns the LLM operators on
     validate_config(config, "flags")
     return config
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from evoforge.core import UsageError
 from evoforge.mutators.llm_client import LLMConfig
+from evoforge.mutators.names import PARAMS, RULE
 
-DEFAULT_OPERATORS = ["params", "rule"]
+DEFAULT_OPERATORS = [PARAMS, RULE]
 # Spellings of earlier versions, still read (with a one-line note) so existing configs keep working.
 DEPRECATED_KEYS = {"trials": "correctness_runs"}
 

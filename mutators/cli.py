@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evoforge.mutators.names import LLM, LLM_CROSSOVER, LLM_GENERATE, LLM_REPAIR, LLM_STAGE
+
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
 
 
@@ -74,22 +76,22 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     parents: tuple[Candidate, ...] = ()
     if args.candidate:
         parents = (_read_kernel(args.candidate, "CANDIDATE", task.name),)
-    elif args.operator != "llm-generate":
+    elif args.operator != LLM_GENERATE:
         raise UsageError(f"--operator {args.operator} rewrites a kernel: give CANDIDATE (the parent's file)")
     if args.other:
-        if args.operator != "llm-crossover":
+        if args.operator != LLM_CROSSOVER:
             raise UsageError("--other is the second parent of llm-crossover; drop it or give --operator llm-crossover")
         parents = (*parents, _read_kernel(args.other, "--other", task.name))
-    elif args.operator == "llm-crossover":
+    elif args.operator == LLM_CROSSOVER:
         raise UsageError("--operator llm-crossover combines two kernels: give the second with --other FILE "
                          "(a kernel of another structure)")
     parent_result = None
-    if args.operator == "llm-repair":
+    if args.operator == LLM_REPAIR:
         message = Path(args.error_file).read_text() if args.error_file else "(the failed child's error message)"
         parent_result = EvalResult.failure(EvalStatus(args.status), message)
     settings = OperatorSettings(arch=args.arch, llm=LLMConfig(delay_feedback=False),  # show the figures
                                 client=OpenAIClient(model="preview"))  # never called: preview only assembles
-    options = {"llm-stage": {"stage": args.stage}} if args.stage else {}
+    options = {LLM_STAGE: {"stage": args.stage}} if args.stage else {}
     operator = build_operators([args.operator], settings, options)[args.operator]
     language = args.language or (parents[0].language if parents else "triton")
     context = MutationContext(task_name=task.name, task_source=task.source, arch=args.arch,
@@ -109,7 +111,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 def _llm_operator_names() -> list[str]:
     from evoforge.mutators.registry import operator_names
 
-    return operator_names("llm")
+    return operator_names(LLM)
 
 
 def add_subparser(sub: Any) -> None:
@@ -123,7 +125,7 @@ def add_subparser(sub: Any) -> None:
     p = sub.add_parser("prompt", help="show exactly what an LLM operator would send for a kernel")
     p.add_argument("task", help="task file or L1/23")
     p.add_argument("candidate", nargs="?", help="the parent kernel (none for llm-generate)")
-    p.add_argument("--operator", default="llm-stage", choices=_llm_operator_names())
+    p.add_argument("--operator", default=LLM_STAGE, choices=_llm_operator_names())
     p.add_argument("--stage", default=None, help="stage for llm-stage (default: chosen by analysis)")
     p.add_argument("--arch", default="nvidia-sm90")
     p.add_argument("--other", metavar="FILE", help="llm-crossover: the second parent (another structure)")

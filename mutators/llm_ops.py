@@ -45,6 +45,18 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.mutators.base import Completion, LLMClient, Message, MutationContext, MutationError
+from evoforge.mutators.names import (
+    CROSSOVER_STEP,
+    GENERATE_STEP,
+    LLM,
+    LLM_CROSSOVER,
+    LLM_GENERATE,
+    LLM_OPTIMIZE,
+    LLM_REPAIR,
+    LLM_STAGE,
+    OPTIMIZE_STEP,
+    REPAIR_STEP,
+)
 from evoforge.mutators.patch import PatchError, Reply, ReplyError, parse_reply
 
 from evoforge import knowledge as kb
@@ -426,7 +438,7 @@ def _call_meta(
 class _LLMOperator:
     """Shared plumbing: ask the client, parse the reply, build the child or raise ``LLMReplyError``."""
 
-    name = "llm"
+    name = LLM  # the family; each operator below names itself
     default_temperature: float | None = None
 
     def __init__(
@@ -512,7 +524,7 @@ class LLMStageRewrite(_LLMOperator):
     ``select="analyze"`` asks ``knowledge.analyze`` (no extra call), ``select="llm"`` asks the model first
     (one short extra call). Stages already applied in the lineage (``meta["stages_done"]``) come last."""
 
-    name = "llm-stage"
+    name = LLM_STAGE
     default_temperature = 0.7
 
     def __init__(
@@ -620,7 +632,7 @@ class LLMRepair(_LLMOperator):
     blocks; a whole module is accepted too). A lineage gets at most ``max_attempts`` repairs in a row, counted
     in ``meta["repair_attempts"]`` (a child of any other operator starts again at 0)."""
 
-    name = "llm-repair"
+    name = LLM_REPAIR
     default_temperature = 0.2
 
     def __init__(
@@ -664,7 +676,7 @@ class LLMRepair(_LLMOperator):
             (parent,),
             messages,
             completion,
-            stage="repair",
+            stage=REPAIR_STEP,
             extra_meta={"repair_attempts": attempts + 1, "repaired_status": str(result.status),
                         "repair_error": _clip(result.message.strip(), 1000)},
         )
@@ -700,7 +712,7 @@ class LLMOptimize(_DelayedFeedback):
     inspirations) are shown only once ``context.lineage_correct_steps >= feedback_after``;
     ``delay_feedback=False`` shows them always."""
 
-    name = "llm-optimize"
+    name = LLM_OPTIMIZE
     default_temperature = 0.8
 
     def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
@@ -716,7 +728,7 @@ class LLMOptimize(_DelayedFeedback):
             (parents[0],),
             messages,
             completion,
-            stage="optimize",
+            stage=OPTIMIZE_STEP,
             extra_meta={"feedback": self.shows_feedback(context)},
         )
 
@@ -725,7 +737,7 @@ class LLMCrossover(_DelayedFeedback):
     """Two correct parents → one kernel keeping the strength of each. Given one parent, the second is the best
     kernel of another structure in ``context.top``."""
 
-    name = "llm-crossover"
+    name = LLM_CROSSOVER
     default_temperature = 0.7
 
     def applicable(self, parent: Candidate, parent_result: EvalResult | None) -> bool:
@@ -762,7 +774,7 @@ class LLMCrossover(_DelayedFeedback):
     async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
         messages = self.messages(parents, context)
         completion = await self._ask(messages, context)
-        return self._child(self._pair(parents, context)[:2], messages, completion, stage="crossover",
+        return self._child(self._pair(parents, context)[:2], messages, completion, stage=CROSSOVER_STEP,
                            extra_meta={"feedback": self.shows_feedback(context)})
 
 
@@ -774,7 +786,7 @@ class LLMGenerate(_LLMOperator):
     asked for is the task's (``context.language``; ``cute``: the system prompt then carries the CuTe guide and
     CuTe's hard rules), unless the operator was built for one (``language``)."""
 
-    name = "llm-generate"
+    name = LLM_GENERATE
     default_temperature = 0.8
 
     def __init__(
@@ -801,7 +813,7 @@ class LLMGenerate(_LLMOperator):
     async def propose(self, parents: tuple[Candidate, ...], context: MutationContext) -> Candidate:
         messages = self.messages(parents, context)
         completion = await self._ask(messages, context)
-        return self._child(parents, messages, completion, stage="generate", lineage=False,
+        return self._child(parents, messages, completion, stage=GENERATE_STEP, lineage=False,
                            extra_meta={"generated": True}, language=self.language or context.language)
 
 

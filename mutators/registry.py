@@ -4,6 +4,8 @@ An operator's ``name`` is its key here, the ``operator`` its children carry, the
 ``operator`` of its trial. A config names operators one by one (``llm-repair``, ``rule:retune``) or by family
 (``rule``: every rule operator, ``llm``: every LLM operator); ``params`` is no mutator: the strategies make
 parameter moves themselves (Optuna samplers, mutation of a grid point), so it is reserved here and passes through.
+``crossover`` (the evolution strategy mixing two parents' values) is a strategy's move too: reserved, never built.
+The names themselves live in ``mutators/names.py``, which the operators, this registry and the strategies import.
 
 A new operator is a class with a ``name`` (and ``applicable``/``propose``, see ``mutators.base.Mutator``) and one
 ``register_operator`` call saying how it is built from ``OperatorSettings``; it is then configurable by name,
@@ -26,6 +28,7 @@ from evoforge.mutators.llm_ops import (
     LLMStageRewrite,
     PromptBuilder,
 )
+from evoforge.mutators.names import FAMILIES, LLM, PARAMS, RULE, STRATEGY_MOVES
 from evoforge.mutators.rules import (
     GroupedOrdering,
     InputPrecision,
@@ -35,9 +38,6 @@ from evoforge.mutators.rules import (
 )
 
 from evoforge.core import UsageError
-
-PARAMS = "params"  # a parameter move: made by the strategy, never by a mutator
-FAMILIES = ("rule", "llm")
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def register_operator(name: str, *, family: str, build: Factory) -> None:
     """Make ``name`` an operator of ``family`` built by ``build(settings, **options)``."""
     if family not in FAMILIES:
         raise ValueError(f"operator {name}: family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    if name == PARAMS or name in FAMILIES:
+    if name in STRATEGY_MOVES or name in FAMILIES:
         raise ValueError(f"operator {name}: the name is reserved")
     _REGISTRY[name] = OperatorKind(name=name, family=family, build=build)
 
@@ -108,7 +108,7 @@ def build_operators(names: Iterable[str], settings: OperatorSettings,
     ``options`` holds keyword arguments per operator name (``{"llm-stage": {"stage": "fusion"}}``).
     """
     wanted = [n for n in expand_operators(names) if n != PARAMS]
-    if any(_REGISTRY[n].family == "llm" for n in wanted):
+    if any(_REGISTRY[n].family == LLM for n in wanted):
         if settings.client is None:
             raise UsageError("operators include LLM operators but no model is set: give --llm-model NAME "
                              "(and --llm-base-url URL), or drop them from operators")
@@ -135,7 +135,7 @@ def _builder(cls: type, defaults: Callable[[OperatorSettings], dict[str, Any]]) 
 
 
 for _rule in (RetuneLaunch, ReductionForm, GroupedOrdering, InputPrecision, PersistentGrid):
-    register_operator(_rule.name, family="rule", build=_builder(_rule, lambda s: {"arch": s.arch, "seed": s.seed}))
+    register_operator(_rule.name, family=RULE, build=_builder(_rule, lambda s: {"arch": s.arch, "seed": s.seed}))
 
 def _llm(cls: type, **from_settings: Callable[[OperatorSettings], Any]) -> Factory:
     """An LLM operator from the shared client and prompt builder, at the ``[llm]`` temperature set for its name
@@ -147,10 +147,10 @@ def _llm(cls: type, **from_settings: Callable[[OperatorSettings], Any]) -> Facto
     return _builder(cls, defaults)
 
 
-register_operator(LLMStageRewrite.name, family="llm", build=_llm(LLMStageRewrite, seed=lambda s: s.seed))
-register_operator(LLMRepair.name, family="llm", build=_llm(LLMRepair, max_attempts=lambda s: s.llm.repair_attempts))
-register_operator(LLMOptimize.name, family="llm", build=_llm(
+register_operator(LLMStageRewrite.name, family=LLM, build=_llm(LLMStageRewrite, seed=lambda s: s.seed))
+register_operator(LLMRepair.name, family=LLM, build=_llm(LLMRepair, max_attempts=lambda s: s.llm.repair_attempts))
+register_operator(LLMOptimize.name, family=LLM, build=_llm(
     LLMOptimize, feedback_after=lambda s: s.llm.feedback_after, delay_feedback=lambda s: s.llm.delay_feedback))
-register_operator(LLMCrossover.name, family="llm", build=_llm(
+register_operator(LLMCrossover.name, family=LLM, build=_llm(
     LLMCrossover, feedback_after=lambda s: s.llm.feedback_after, delay_feedback=lambda s: s.llm.delay_feedback))
-register_operator(LLMGenerate.name, family="llm", build=_llm(LLMGenerate))
+register_operator(LLMGenerate.name, family=LLM, build=_llm(LLMGenerate))

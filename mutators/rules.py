@@ -22,6 +22,13 @@ from typing import Any
 
 from evoforge.knowledge.precision import dtype_bytes
 from evoforge.mutators.base import MutationContext, MutationError, NothingNew
+from evoforge.mutators.names import (
+    RULE_GROUPED_ORDERING,
+    RULE_INPUT_PRECISION,
+    RULE_PERSISTENT,
+    RULE_REDUCTION_FORM,
+    RULE_RETUNE,
+)
 
 from evoforge import knowledge
 from evoforge.core import Candidate, EvalResult, declared_space
@@ -145,7 +152,7 @@ class RetuneLaunch(_RuleOperator):
     hard rules prune the steps that cannot fit (shared memory, warps) before any GPU time is spent.
     """
 
-    name = "rule:retune"
+    name = RULE_RETUNE
     stage = "autotuning"
 
     def _tunable(self, parent: _Parent) -> list[str]:
@@ -198,7 +205,7 @@ class ReductionForm(_Switch):
     any row. Which wins depends on the row length and the device, so the search tries both.
     """
 
-    name = "rule:reduction-form"
+    name = RULE_REDUCTION_FORM
     stage = "algorithmic"
     key = "LOOPED"
 
@@ -206,7 +213,7 @@ class ReductionForm(_Switch):
 class PersistentGrid(_Switch):
     """Switch between one program per tile and a persistent grid (one program per SM looping over tiles)."""
 
-    name = "rule:persistent"
+    name = RULE_PERSISTENT
     stage = "persistent_kernel"
     key = "PERSISTENT"
 
@@ -214,7 +221,7 @@ class PersistentGrid(_Switch):
 class GroupedOrdering(_RuleOperator):
     """Add grouped tile ordering (GROUP_M > 1) or remove it (GROUP_M = 1, or 0 where the template uses 0)."""
 
-    name = "rule:grouped-ordering"
+    name = RULE_GROUPED_ORDERING
     stage = "memory_access"
 
     @staticmethod
@@ -247,7 +254,7 @@ class InputPrecision(_Switch):
     the setting changes nothing): plain TF32 is never offered to a task held to fp32 accuracy.
     """
 
-    name = "rule:input-precision"
+    name = RULE_INPUT_PRECISION
     stage = "dtype_fix"
     key = "INPUT_PRECISION"
 

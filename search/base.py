@@ -16,8 +16,9 @@ from evoforge.core import Candidate, EvalResult
 class Proposal:
     """What to evaluate next: an operator applied to parents, or exact parameter values for a structure.
 
-    ``operator`` names a mutator (``params``, ``rule:...``, ``llm-stage``, ``llm-repair``, ``crossover``...).
-    When ``params`` is set the child is ``parents[0].with_params(params)`` and no mutator is needed.
+    ``operator`` is a name of ``evoforge.mutators.names``: a registered operator (``rule:...``, ``llm-stage``,
+    ``llm-repair``...) or a move the strategy makes itself (``params``, ``crossover``). When ``params`` is set the
+    child is ``parents[0].with_params(params)`` and no mutator is needed.
     """
 
     operator: str

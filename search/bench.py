@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.backends.replay import Landscape
+from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal, Strategy
 from evoforge.search.strategies import strategy_accepts
-from evoforge.search.strategies.evolution import PARAMS
 from evoforge.search.strategy_spec import build_strategy, check_strategy
 
 from evoforge.core import Candidate, DeprecatedFlag, EvalResult, EvalStatus, UsageError

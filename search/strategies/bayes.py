@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal, is_repeat
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.optuna_tuner import SAMPLER_NAMES, OptunaTuner, make_sampler
@@ -27,7 +28,7 @@ class BayesStrategy:
     name = "bayes"
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), sampler: str = "tpe",
-                 n_startup_trials: int | None = None, operators: Sequence[str] = ("params",)) -> None:
+                 n_startup_trials: int | None = None, operators: Sequence[str] = (PARAMS,)) -> None:
         if sampler not in SAMPLER_NAMES:
             raise ValueError(f"sampler={sampler!r} is not one of {', '.join(SAMPLER_NAMES)}")
         make_sampler(sampler, seed=seed)  # fails now, with the install hint, if the sampler's package is missing

@@ -26,15 +26,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoforge.mutators.names import LLM_GENERATE, LLM_OPTIMIZE, LLM_REPAIR, PARAMS, SEED
 from evoforge.search.base import Proposal
 from evoforge.search.strategies import register_strategy
-from evoforge.search.strategies.llm_loop import PARAMS, LoopStrategy, fmt_ms, outcome
+from evoforge.search.strategies.llm_loop import LoopStrategy, fmt_ms, outcome
 
 from evoforge.core import Candidate, EvalResult, UsageError
 
-GENERATE = "llm-generate"
-OPTIMIZE = "llm-optimize"
-REPAIR = "llm-repair"
 ADVANCE = ("correct", "faster")
 
 
@@ -86,7 +84,7 @@ class CuTeGenLoop(LoopStrategy):
 
     @property
     def needs(self) -> tuple[str, ...]:  # type: ignore[override]
-        return (OPTIMIZE,) if self.from_seed else (GENERATE, OPTIMIZE)
+        return (LLM_OPTIMIZE,) if self.from_seed else (LLM_GENERATE, LLM_OPTIMIZE)
 
     # -- what to ask ------------------------------------------------------------------------------------------
     def _next(self) -> tuple[Proposal, dict[str, Any]] | None:
@@ -95,7 +93,7 @@ class CuTeGenLoop(LoopStrategy):
         if self.phase == "generate":
             if self.repairs_queued:
                 target, chain = self.repairs_queued.pop(0)
-                return Proposal(operator=REPAIR, parents=(target,)), \
+                return Proposal(operator=LLM_REPAIR, parents=(target,)), \
                     {"phase": "debug", "chain": chain["chain"], "attempt": chain["attempt"], "repairs": target.id}
             if self.to_generate > 0:
                 self.to_generate -= 1
@@ -103,7 +101,7 @@ class CuTeGenLoop(LoopStrategy):
                 self.chains += 1
                 self.generations += 1
                 meta = {"notes": list(self.notes)} if self.notes else {}
-                return Proposal(operator=GENERATE, meta=meta), \
+                return Proposal(operator=LLM_GENERATE, meta=meta), \
                     {"phase": "generate", "round": self.round + 1, "chain": self.chains, "attempt": 0}
             return None
         if self.waiting or (self.current is None and self.debug_target is None):
@@ -111,11 +109,11 @@ class CuTeGenLoop(LoopStrategy):
         self.waiting = True
         meta = {"notes": list(self.notes)} if self.notes else {}
         if self.debug_target is not None:
-            return Proposal(operator=REPAIR, parents=(self.debug_target,), meta=meta), \
+            return Proposal(operator=LLM_REPAIR, parents=(self.debug_target,), meta=meta), \
                 {"phase": "debug", "step": self.steps + 1, "attempt": self.debug_used + 1,
                  "repairs": self.debug_target.id}
         assert self.current is not None
-        return Proposal(operator=OPTIMIZE, parents=(self.current[0],), meta=meta), \
+        return Proposal(operator=LLM_OPTIMIZE, parents=(self.current[0],), meta=meta), \
             {"phase": "optimize", "step": self.steps + 1, "from": self.current[0].id,
              "from_ms": self.runtime(self.current[1])}
 
@@ -129,7 +127,7 @@ class CuTeGenLoop(LoopStrategy):
             self._told_step(candidate, result, asked)
 
     def _told_seed(self, candidate: Candidate, result: EvalResult) -> None:
-        if candidate.operator != "seed" or candidate.meta.get("no_child") or self.current is not None:
+        if candidate.operator != SEED or candidate.meta.get("no_child") or self.current is not None:
             return
         if not self.from_seed:
             self._decide(candidate, None, accepted=False, role="seed",
@@ -138,7 +136,7 @@ class CuTeGenLoop(LoopStrategy):
         if result.ok:
             self._become(candidate, result)
             self._decide(candidate, None, accepted=True, role="seed", why=f"the first kernel ({outcome(result)})")
-        elif REPAIR in self.operators and self.debug_attempts:
+        elif LLM_REPAIR in self.operators and self.debug_attempts:
             self.current = None
             self.phase = "seed-debug"
             self.debug_target = candidate
@@ -164,7 +162,7 @@ class CuTeGenLoop(LoopStrategy):
                          why=f"{outcome(result)} after {attempt} debug step(s)")
             self._chain_ended()
             return
-        can_debug = REPAIR in self.operators and attempt < self.debug_attempts
+        can_debug = LLM_REPAIR in self.operators and attempt < self.debug_attempts
         if unusable is not None:
             target = self._pending_target(asked)
             can_debug = can_debug and target is not None
@@ -219,7 +217,7 @@ class CuTeGenLoop(LoopStrategy):
         if unusable is None and result.ok:
             self._progress(candidate, result, asked, feedback)
             return
-        left = REPAIR in self.operators and self.debug_used < self.debug_attempts
+        left = LLM_REPAIR in self.operators and self.debug_used < self.debug_attempts
         why = f"{unusable}: {result.message[:300]}" if unusable else outcome(result)
         if unusable is not None:
             if debugging and left:  # the same fault still waits for its fix
@@ -237,7 +235,7 @@ class CuTeGenLoop(LoopStrategy):
             return
         if not debugging:
             self.debug_used = 0
-            left = REPAIR in self.operators and self.debug_attempts > 0
+            left = LLM_REPAIR in self.operators and self.debug_attempts > 0
         if left:
             self.debug_target = candidate
             self.notes = []

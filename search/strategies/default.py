@@ -13,9 +13,10 @@ import importlib.util
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal
 from evoforge.search.strategies import register_strategy
-from evoforge.search.strategies.evolution import PARAMS, EvolutionStrategy, Individual
+from evoforge.search.strategies.evolution import EvolutionStrategy, Individual
 from evoforge.search.strategies.proposals import failure_kind, params_proposal
 from evoforge.search.strategies.tuner import StructureTuner, known_causes
 

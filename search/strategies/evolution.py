@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from evoforge.mutators.names import CROSSOVER, LLM_REPAIR, PARAMS
 from evoforge.search.base import Proposal, is_repeat
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.bandit import AUCBandit
@@ -22,9 +23,6 @@ from evoforge.search.strategies.space import ParamSpace
 
 from evoforge.core import Candidate, EvalResult
 
-PARAMS = "params"
-CROSSOVER = "crossover"
-REPAIR = "llm-repair"
 _MUTATION_TRIES = 30
 _COLLAPSED = 0.1  # mean parameter distance within an island below which it receives a random immigrant
 
@@ -194,7 +192,7 @@ class EvolutionStrategy:
             return any(self._space_left(i.candidate.structure_id) for i in correct)
         if op == CROSSOVER:
             return len(correct) >= 2
-        if op == REPAIR:
+        if op == LLM_REPAIR:
             return self._repairable() is not None
         return bool(correct)
 
@@ -214,12 +212,12 @@ class EvolutionStrategy:
         return min((pool[int(j)] for j in picks), key=lambda i: i.runtime_ms)
 
     def _build(self, op: str, island: int) -> Proposal | None:
-        if op == REPAIR:
+        if op == LLM_REPAIR:
             ind = self._repairable()
             if ind is None:
                 return None
             self.repairs[ind.candidate.id] = self.repairs.get(ind.candidate.id, 0) + 1
-            return Proposal(operator=REPAIR, parents=(ind.candidate,),
+            return Proposal(operator=LLM_REPAIR, parents=(ind.candidate,),
                             meta={"status": str(ind.result.status), "message": ind.result.message})
         parent = self._tournament(island)
         if parent is None:

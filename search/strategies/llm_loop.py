@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal
 from evoforge.search.strategies.default import DefaultStrategy
 from evoforge.search.strategies.proposals import runtime_of
 
 from evoforge.core import Candidate, EvalResult, UsageError
 
-PARAMS = "params"
 THEN = ("tune", "stop")
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal
 from evoforge.search.strategies.space import ParamSpace
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
 
 
-def params_proposal(parent: Candidate, space: ParamSpace, idx: tuple[int, ...], *, operator: str = "params",
+def params_proposal(parent: Candidate, space: ParamSpace, idx: tuple[int, ...], *, operator: str = PARAMS,
                     parents: tuple[Candidate, ...] = (), **meta: Any) -> Proposal:
     """``parent`` with the values of grid point ``idx``: the child is ``parent.with_params(params)``."""
     return Proposal(operator=operator, parents=parents or (parent,), params=space.params_of(idx), meta=dict(meta))

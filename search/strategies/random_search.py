@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.proposals import params_proposal
@@ -26,7 +27,7 @@ class RandomSearch:
     name = "random"
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (),
-                 operators: Sequence[str] = ("params",)) -> None:
+                 operators: Sequence[str] = (PARAMS,)) -> None:
         self._rng = np.random.default_rng(seed)
         self.seen: set[tuple[int, ...]] = set()
         self.base: Candidate | None = None

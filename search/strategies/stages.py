@@ -28,22 +28,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoforge.knowledge import STAGE_NAMES
+from evoforge.mutators.names import LLM_GENERATE, LLM_REPAIR, LLM_STAGE, PARAMS, SEED
 from evoforge.search.base import Proposal
 from evoforge.search.strategies import register_strategy
-from evoforge.search.strategies.llm_loop import PARAMS, LoopStrategy, fmt_ms, outcome
+from evoforge.search.strategies.llm_loop import LoopStrategy, fmt_ms, outcome
 
 from evoforge.core import Candidate, EvalResult, UsageError
 
-STAGE = "llm-stage"
-REPAIR = "llm-repair"
-GENERATE = "llm-generate"
 ACCEPT = ("faster", "correct")
 
 
 @register_strategy("stages")
 class StagePipeline(LoopStrategy):
     name = "stages"
-    needs = (STAGE,)
+    needs = (LLM_STAGE,)
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
                  order: Sequence[str] | None = None, accept: str = "faster", min_gain: float = 0.0,
@@ -74,7 +72,7 @@ class StagePipeline(LoopStrategy):
         self.waiting = False
         self.stages: list[dict[str, Any]] = []  # one entry per finished stage
         # no kernel to start from: the input is generated from the reference (and repaired) first
-        self.generating = bool(self.initial and self.initial[0].meta.get("reference")) and GENERATE in self.operators
+        self.generating = bool(self.initial and self.initial[0].meta.get("reference")) and LLM_GENERATE in self.operators
         self.input_used = 0
 
     # -- what to ask ------------------------------------------------------------------------------------------
@@ -94,9 +92,9 @@ class StagePipeline(LoopStrategy):
         self.waiting = True
         if self.repair_target is not None:
             target, self.repair_target = self.repair_target, None
-            return Proposal(operator=REPAIR, parents=(target,), stage=self.stage, meta=meta), \
+            return Proposal(operator=LLM_REPAIR, parents=(target,), stage=self.stage, meta=meta), \
                 {**asked, "role": "repair", "repairs": target.id}
-        return Proposal(operator=STAGE, parents=(self.head[0],), stage=self.stage, meta=meta), \
+        return Proposal(operator=LLM_STAGE, parents=(self.head[0],), stage=self.stage, meta=meta), \
             {**asked, "role": "rewrite"}
 
     def _next_input(self) -> tuple[Proposal, dict[str, Any]]:
@@ -106,9 +104,9 @@ class StagePipeline(LoopStrategy):
         meta = {"notes": list(self.notes)} if self.notes else {}
         if self.repair_target is not None:
             target, self.repair_target = self.repair_target, None
-            return Proposal(operator=REPAIR, parents=(target,), meta=meta), \
+            return Proposal(operator=LLM_REPAIR, parents=(target,), meta=meta), \
                 {**asked, "role": "repair", "repairs": target.id}
-        return Proposal(operator=GENERATE, meta=meta), {**asked, "role": "generate"}
+        return Proposal(operator=LLM_GENERATE, meta=meta), {**asked, "role": "generate"}
 
     # -- what a result does ------------------------------------------------------------------------------------
     def _told(self, candidate: Candidate, result: EvalResult, asked: dict[str, Any] | None) -> None:
@@ -139,7 +137,7 @@ class StagePipeline(LoopStrategy):
                 self._end_stage("attempts spent")
             return
         if not result.ok:
-            repairable = REPAIR in self.operators and left
+            repairable = LLM_REPAIR in self.operators and left
             self._decide(candidate, asked, accepted=False, runtime_ms=None, why=outcome(result),
                          next="repair" if repairable else ("retry" if left else "next stage"))
             if repairable:
@@ -178,7 +176,7 @@ class StagePipeline(LoopStrategy):
         """The campaign's seed (or the first kernel told): the pipeline's input, which must be correct."""
         if self.input is not None or candidate.meta.get("no_child"):
             return
-        if self.initial and candidate.id != self.initial[0].id and candidate.operator != "seed":
+        if self.initial and candidate.id != self.initial[0].id and candidate.operator != SEED:
             return
         self.input = (candidate, result)
         if result.ok:
@@ -204,7 +202,7 @@ class StagePipeline(LoopStrategy):
         why = outcome(result) if usable else f"no usable reply: {result.message[:300]}"
         if usable:
             self._failed[candidate.id] = candidate
-        if left and usable and REPAIR in self.operators:
+        if left and usable and LLM_REPAIR in self.operators:
             self.repair_target = candidate
             self.notes = []
             self._decide(candidate, asked, accepted=False, why=why, next="repair")
