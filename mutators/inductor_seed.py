@@ -21,6 +21,7 @@ cuBLAS/cuDNN) or makes no Triton at all, there is no seed and ``NoInductorSeed``
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 import textwrap
@@ -58,6 +59,11 @@ _BLOCKS = {"x": "XBLOCK", "y": "YBLOCK", "z": "ZBLOCK"}
 #: ``triton-gemm``: a build whose GEMMs (mm, addmm, bmm, baddbmm) are Inductor's max-autotune Triton template with
 #: the epilogue fused, where the default build calls cuBLAS (``GEMM_BUILD``).
 GEMM_BUILD: dict[str, Any] = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"}
+#: Not an Inductor option: the GEMM build autotuned with torch's fp32 matmul in TF32, so that Inductor's
+#: autotuning picks the template's tiles for tensor cores (its choice for the exact fp32 dot, on FMA units, was
+#: 32x32x128 with 4 warps for L1/1's 4096^2 GEMM on the H200: 0.32x torch.compile at three TF32 passes). The dot's
+#: precision is the seed's own parameter either way (``PRECISIONS``): one TF32 pass is never the start.
+TF32_TILES = "evoforge.tf32_tiles"
 #: The words of the two reasons a build with a vendor GEMM gives (the GEMM build is tried after either).
 VENDOR_CALL = "from a vendor library"
 LIBRARY_ONLY = "it runs as library calls only"
@@ -68,6 +74,7 @@ INDUCTOR_VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "looped-reductions": ({"triton.persistent_reductions": False}, ("persistent_reduction",)),
     "reference-layout": ({"layout_optimization": False}, ("convolution",)),
     "triton-gemm": (GEMM_BUILD, ("extern_gemm",)),
+    "triton-gemm-tf32-tiles": ({**GEMM_BUILD, TF32_TILES: True}, ("extern_gemm",)),
 }
 
 
@@ -462,7 +469,7 @@ def _template_values(kernel: _Kernel, launch: dict[str, Any]) -> dict[str, tuple
     for arg in ("num_warps", "num_stages"):
         out[arg] = (launch[arg], value_range(arg, int(launch[arg])))
     if info["precision"]:
-        out["PRECISION"] = (info["precision"], sorted({info["precision"], *PRECISIONS}))
+        out["PRECISION"] = (info["precision"], list(PRECISIONS))
     return out
 
 
@@ -549,6 +556,8 @@ def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: boo
         if kernel.grid_type == "FixedGrid" and kernel.kind == "template":
             if kernel.template is not None:
                 kernel.source = _tunable_template(kernel)
+                if kernel.template["precision"] == "tf32":  # autotuned with TF32 on: the tiles, not the precision
+                    kernel.template["precision"] = "ieee"
                 if kernel.template["precision"] == "ieee" and capture.device.startswith("cuda"):
                     # Inductor's fp32 dot is exact because torch's TF32 flag is off, and so runs without tensor
                     # cores; three TF32 passes keep fp32's accuracy on them (the chain checks it): the start.
@@ -627,9 +636,16 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
     try:
         return _seed(capture, allow_ops=allow_ops, variant=variant)
     except NoInductorSeed as e:
-        if variant or not capture.gemm or not any(m in str(e) for m in (VENDOR_CALL, LIBRARY_ONLY)):
+        if not capture.gemm or not any(m in str(e) for m in (VENDOR_CALL, LIBRARY_ONLY)):
             raise
         gemm = InductorCapture(**{k: v for k, v in capture.gemm.items() if k in InductorCapture.__dataclass_fields__})
+        if variant:
+            # A GEMM build's variant (its tiles autotuned otherwise) under the strict rule: that main path with the
+            # GEMM build's generic one. The plain GEMM build is the seed itself there, not a variant of it.
+            main = capture.main_capture(variant)
+            if variant == "triton-gemm" or main is None or not _EXTERN_GEMM.search(capture.output_code):
+                raise
+            gemm.main = asdict(main)
         try:
             return _seed(gemm, allow_ops=allow_ops)
         except NoInductorSeed as again:
@@ -1118,13 +1134,14 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
         for retry in (False, True):
             options = {"fx_graph_cache": False, **(config or {}),
                        **({"triton.coalesce_tiling_analysis": False} if retry else {})}
+            tf32_tiles = bool(options.pop(TF32_TILES, False))
             if options.get("max_autotune_gemm") and not torch.cuda.is_available():
                 # Inductor benchmarks a template with its epilogue fused by loading the pair as a module, which
                 # the CPU's Triton (the interpreter) cannot: the fusion is taken as Inductor's heuristics decide.
                 options["benchmark_epilogue_fusion"] = False
             try:
                 with (torch.no_grad(), inductor_config.patch(options), dynamo_config.patch(symbolic),
-                      fx_config.patch({"use_duck_shape": not dynamic})):
+                      fx_config.patch({"use_duck_shape": not dynamic}), _matmul_tf32(tf32_tiles)):
                     out = torch.compile(model, backend=backend, dynamic=dynamic, fullgraph=True)(*inputs)
                 break
             except Exception as e:  # noqa: BLE001  (any failure of torch.compile is a reason, not a traceback)
@@ -1145,6 +1162,25 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
         raise NoInductorSeed(f"torch.compile made {len(graphs)} graphs ({len(codes)} output codes) of this task where "
                              "the seed needs one")
     return codes[0], graphs[0], examples[0], out, _autotuned(codes[0]) if run else {}
+
+
+@contextlib.contextmanager
+def _matmul_tf32(on: bool) -> Any:
+    """torch's fp32 matmul in TF32 for the block (Inductor's GEMM template reads it), then as before. Set through
+    ``allow_tf32``: torch reads that and ``fp32_precision`` alike after it, while a value set through
+    ``fp32_precision`` makes a later read of ``allow_tf32`` raise (a mix of its two APIs)."""
+    import torch
+
+    if not on:
+        yield
+        return
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    try:
+        matmul.allow_tf32 = True
+        yield
+    finally:
+        matmul.allow_tf32 = before
 
 
 def _autotuned(code: str) -> dict[str, dict[str, Any]]:

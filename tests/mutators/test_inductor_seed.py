@@ -462,3 +462,33 @@ def test_with_the_vendor_gemm_allowed_the_triton_gemm_is_a_variant(interpreter_e
     task = Task.load("L2/76", overrides=GEMM_SMALL, allow_ops=["addmm"])
     result = _judge(interpreter_evaluator, task, variant)
     assert result.ok, result.message
+
+
+def test_the_gemm_builds_variant_with_tensor_core_tiles_runs_under_the_strict_rule(interpreter_evaluator):
+    """The GEMM build autotuned with TF32 on (``triton-gemm-tf32-tiles``: Inductor picks tiles for tensor cores) is
+    a variant under the strict rule too: its main path beside the GEMM build's generic one. Its precision starts
+    at three TF32 passes on CUDA, never at the single pass its autotuning ran (not in SPACE either); the plain GEMM
+    build is the strict seed itself, not a variant of it."""
+    from evoforge.task import Task
+
+    data = json.loads((CAPTURES / "level2_9_Matmul_Subtract_Multiply_ReLU.gemm.cpu.json").read_text())
+    tiles = json.loads(json.dumps(data["variants"][0]))
+    code = tiles["main"]["output_code"]
+    assert "ALLOW_TF32 : tl.constexpr = False" in code and "BLOCK_M : tl.constexpr = 16" in code
+    tiles["main"]["output_code"] = code.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True"
+                                                ).replace("BLOCK_M : tl.constexpr = 16", "BLOCK_M : tl.constexpr = 32")
+    tiles["main"]["device"] = "cuda"
+    tiles["name"] = "triton-gemm-tf32-tiles"
+    data["variants"].append(tiles)
+    capture = InductorCapture.from_json(json.dumps(data))
+    seed = seed_from_capture(capture)
+    with pytest.raises(NoInductorSeed):
+        seed_from_capture(capture, variant="triton-gemm")
+    variant = seed_from_capture(capture, variant="triton-gemm-tf32-tiles")
+    assert variant != seed and "torch.mm" not in variant and "torch.addmm" not in variant
+    space, params = declared_space(variant)
+    assert params["BLOCK_M"] == 32 and params["PRECISION"] == "tf32x3" and space["PRECISION"] == ["ieee", "tf32x3"]
+    assert declared_space(seed)[1]["PRECISION"] == "ieee"  # a CPU capture's start: Inductor's exact dot
+    task = Task.load("L2/9", overrides={"batch_size": 8, "in_features": 32, "out_features": 16})
+    result = _judge(interpreter_evaluator, task, variant)
+    assert result.ok, result.message
