@@ -18,7 +18,7 @@ else
 	# No NVIDIA GPU: the CPU build of torch and the Triton the lent H200 runs (its interpreter needs numpy<2.4).
 	$(PIP) install torch==2.13.0 triton==3.6.0 "numpy<2.4"
 endif
-	$(PIP) install -e ".[test,dashboard]"
+	$(PIP) install -e ".[test,dashboard,cute]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -98,8 +98,8 @@ def cutlass_include_dir() -> Path:
         path = Path(spec.origin).parent / "source" / "include"
         if (path / "cute" / "tensor.hpp").is_file():
             return path
-    raise CuteToolchainError("the CuTe headers were not found: pip install nvidia-cutlass (it ships them in "
-                             "cutlass_library/source/include), or set EVOFORGE_CUTLASS_INCLUDE to a CUTLASS "
+    raise CuteToolchainError("the CuTe headers were not found: pip install 'evoforge[cute]' (nvidia-cutlass ships "
+                             "them in cutlass_library/source/include), or set EVOFORGE_CUTLASS_INCLUDE to a CUTLASS "
                              "include folder")
 
 

@@ -251,7 +251,7 @@ def test_missing_headers_say_how_to_fix(monkeypatch, tmp_path):
     import importlib.util
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(cute.CuteToolchainError, match="pip install nvidia-cutlass"):
+    with pytest.raises(cute.CuteToolchainError, match=r"pip install 'evoforge\[cute\]'"):
         cute.cutlass_include_dir()
 
 
