@@ -15,7 +15,7 @@ from typing import Any
 
 from evoforge.backends.base import EvaluationProcess, Timing, register
 
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
+from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, EvalStatus, UsageError
 
 # Recorded exception class names -> status. A class name is exact data written by the recorder, not a message.
 _FAILURE_STATUS = {
@@ -132,7 +132,7 @@ class Landscape:
         source = (f"# Replay of {self.kernel} recorded on {self.gpu or 'an unknown GPU'}: "
                   f"timings come from {Path(self.path).name}, nothing runs.\n"
                   f"SPACE = {self.space!r}\nPARAMS = {defaults!r}\n")
-        return Candidate.from_source(source, task=self.kernel, operator="seed",
+        return Candidate.from_source(source, task=self.kernel, operator=SEED_OPERATOR,
                                      meta={"landscape": self.path})
 
     @property

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig, validate_config
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, json_safe
+from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, EvalStatus, UsageError, json_safe
 from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator, NothingNew
-from evoforge.mutators.names import LLM, LLM_GENERATE, PARAMS, SEED
+from evoforge.mutators.names import LLM, LLM_GENERATE, PARAMS
 from evoforge.mutators.registry import family_of
 from evoforge.search.base import REPEAT, Proposal, Store, Strategy
 from evoforge.search.cache import ResultCache
@@ -473,7 +473,7 @@ class Campaign:
         if proposal.params is not None:
             return parent.with_params(proposal.params, operator=proposal.operator or PARAMS,
                                       parents=(parent.id,), stage=proposal.stage, meta={})
-        if proposal.operator in (SEED, KNOWLEDGE_START):
+        if proposal.operator in (SEED_OPERATOR, KNOWLEDGE_START):
             return parent
         mutator = self.mutators.get(proposal.operator)
         if mutator is None:
@@ -672,7 +672,7 @@ class Campaign:
                         continue
                     if state in seeds_to_send:
                         seeds_to_send.remove(state)
-                        proposal = Proposal(operator=SEED, parents=(state.seed,))
+                        proposal = Proposal(operator=SEED_OPERATOR, parents=(state.seed,))
                     elif state in starts_to_send and state.starts:
                         # beside the seed, not its children: they need no result of it to be made
                         proposal = Proposal(operator=KNOWLEDGE_START, parents=(state.starts.pop(0),))

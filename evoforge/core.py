@@ -184,6 +184,11 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
+#: the ``operator`` a task's first kernel carries: a record name, no registered operator (it has no parent); the
+#: operators' names live in ``evoforge.mutators.names``
+SEED_OPERATOR = "seed"
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One individual: a structure (the source) and the values of its tunable parameters.
@@ -197,7 +202,7 @@ class Candidate:
     params: dict[str, Any] = field(default_factory=dict)
     space: dict[str, list[Any]] = field(default_factory=dict)
     parents: tuple[str, ...] = ()
-    operator: str = "seed"
+    operator: str = SEED_OPERATOR
     stage: str = ""
     language: str = "triton"  # the kernel language: "triton" or "cute" (CUDA C++ with CuTe)
     meta: dict[str, Any] = field(default_factory=dict)

@@ -39,9 +39,6 @@ RULE = "rule"
 LLM = "llm"
 FAMILIES = (RULE, LLM)
 
-# -- a task's start: a record name, no operator (it has no parent) ------------------------------------------------
-SEED = "seed"
-
 # -- what an LLM operator's child carries as its ``stage`` where it follows none of the nine stages
 # (knowledge/stages.yaml): a step of the LLM loop, never a stage's name -------------------------------------------
 REPAIR_STEP = "repair"

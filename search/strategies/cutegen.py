@@ -26,12 +26,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evoforge.mutators.names import LLM_GENERATE, LLM_OPTIMIZE, LLM_REPAIR, PARAMS, SEED
+from evoforge.mutators.names import LLM_GENERATE, LLM_OPTIMIZE, LLM_REPAIR, PARAMS
 from evoforge.search.base import Proposal
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.llm_loop import LoopStrategy, fmt_ms, outcome
 
-from evoforge.core import Candidate, EvalResult, UsageError
+from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, UsageError
 
 ADVANCE = ("correct", "faster")
 
@@ -127,7 +127,7 @@ class CuTeGenLoop(LoopStrategy):
             self._told_step(candidate, result, asked)
 
     def _told_seed(self, candidate: Candidate, result: EvalResult) -> None:
-        if candidate.operator != SEED or candidate.meta.get("no_child") or self.current is not None:
+        if candidate.operator != SEED_OPERATOR or candidate.meta.get("no_child") or self.current is not None:
             return
         if not self.from_seed:
             self._decide(candidate, None, accepted=False, role="seed",

@@ -28,12 +28,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoforge.knowledge import STAGE_NAMES
-from evoforge.mutators.names import LLM_GENERATE, LLM_REPAIR, LLM_STAGE, PARAMS, SEED
+from evoforge.mutators.names import LLM_GENERATE, LLM_REPAIR, LLM_STAGE, PARAMS
 from evoforge.search.base import Proposal
 from evoforge.search.strategies import register_strategy
 from evoforge.search.strategies.llm_loop import LoopStrategy, fmt_ms, outcome
 
-from evoforge.core import Candidate, EvalResult, UsageError
+from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, UsageError
 
 ACCEPT = ("faster", "correct")
 
@@ -176,7 +176,7 @@ class StagePipeline(LoopStrategy):
         """The campaign's seed (or the first kernel told): the pipeline's input, which must be correct."""
         if self.input is not None or candidate.meta.get("no_child"):
             return
-        if self.initial and candidate.id != self.initial[0].id and candidate.operator != SEED:
+        if self.initial and candidate.id != self.initial[0].id and candidate.operator != SEED_OPERATOR:
             return
         self.input = (candidate, result)
         if result.ok:
