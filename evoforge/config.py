@@ -65,6 +65,9 @@ class CampaignConfig:
     # every result is held to: "auto" (on a device; off on the interpreter, whose times say nothing), "on", "off"
     compile_baseline: str = "auto"
     cache_dir: str = ""  # result cache shared between runs; empty: RUN_DIR/cache
+    # KernelBench's folder for L1/23-style tasks (relative to the config file); empty: --kernelbench, else
+    # $EVOFORGE_KERNELBENCH, the fetch cache, ../shared/kernelbench beside a checkout (evoforge.task.locate_kernelbench)
+    kernelbench: str = ""
     tasks: list[TaskConfig] = field(default_factory=list)
     llm: LLMConfig = field(default_factory=LLMConfig)
 
@@ -216,8 +219,24 @@ def config_from_dict(data: dict[str, Any], *, source: str, base_dir: Path | None
             spec_path = base_dir / task.spec
             if spec_path.exists():
                 task.spec = str(spec_path.resolve())
+        if config.kernelbench and not Path(config.kernelbench).expanduser().is_absolute():
+            config.kernelbench = str((base_dir / config.kernelbench).resolve())
+    resolve_kernelbench_specs(config, f"kernelbench in {source}")
     validate_config(config, source)
     return config
+
+
+def resolve_kernelbench_specs(config: CampaignConfig, how: str) -> None:
+    """With a ``kernelbench`` key, each L1/23-style task becomes its file there (``--kernelbench`` still outranks
+    the key), so the key holds wherever the config goes: ``evoforge run``, the Python API, an ablation, a resume."""
+    if not config.kernelbench:
+        return
+    from evoforge.task import is_kernelbench_spec, locate_kernelbench, resolve_task_path
+
+    source = locate_kernelbench(config.kernelbench, config_how=how)
+    for task in config.tasks:
+        if is_kernelbench_spec(task.spec):
+            task.spec = str(resolve_task_path(task.spec, kernelbench=source))
 
 
 def validate_config(config: CampaignConfig, source: str) -> None:
