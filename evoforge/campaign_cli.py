@@ -13,13 +13,16 @@ from evoforge.config import (
     CampaignConfig,
     TaskConfig,
     load_config,
+    resolve_kernelbench_specs,
     resolved_config_from_file,
     validate_config,
 )
 from evoforge.core import DeprecatedFlag, UsageError
 from evoforge.mutators.names import LLM
 from evoforge.mutators.registry import expand_operators, family_of
-from evoforge.task import parse_allow_ops, parse_assignments, parse_shapes
+from evoforge.task import kernelbench_flag_help, parse_allow_ops, parse_assignments, parse_shapes
+
+QUICKSTART_OUT = "runs/quickstart"
 
 
 def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignConfig:
@@ -41,6 +44,9 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
         config.knowledge = False
     if args.task:
         config.tasks = [TaskConfig(spec=t) for t in args.task]
+    if getattr(args, "kernelbench", None):  # recorded, so a resume finds the same tasks without the flag
+        config.kernelbench = str(Path(args.kernelbench).expanduser().resolve())
+    resolve_kernelbench_specs(config, "kernelbench in the config")
     if getattr(args, "allow_ops", None):
         ops = parse_allow_ops(args.allow_ops)
         for t in config.tasks:
@@ -158,6 +164,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def quickstart_config() -> Path:
+    """The quickstart campaign shipped in the package (``evoforge/data/quickstart.toml``, the file
+    ``experiments/quickstart.toml`` of a checkout), so ``evoforge quickstart`` runs it from any folder."""
+    from importlib import resources
+
+    path = Path(str(resources.files("evoforge") / "data" / "quickstart.toml"))
+    if not path.is_file():
+        raise UsageError(f"quickstart: {path} is missing from this installation (reinstall evoforge)")
+    return path
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    """``make demo``'s campaign: started the first time, continued (``--resume``) when OUT holds it already."""
+    out = Path(args.out or QUICKSTART_OUT)
+    argv = ["--resume", str(out)] if (out / "config.json").is_file() else [str(quickstart_config()), "--out", str(out)]
+    for flag in ("budget_evals", "backend", "workers", "kernelbench"):
+        value = getattr(args, flag)
+        if value is not None:
+            argv += [f"--{flag.replace('_', '-')}", str(value)]
+    argv += [f for f in ("--quiet", "--json") if getattr(args, f[2:])]
+    parser = argparse.ArgumentParser(prog="evoforge")
+    add_subparser(parser.add_subparsers(dest="command"))
+    return cmd_run(parser.parse_args(["run", *argv]))
+
+
 def _any_override(args: argparse.Namespace) -> bool:
     flags = {"timeout_s": "timeout"}  # config key -> the flag's dest, where they differ
     return any(getattr(args, flags.get(k, k), None) not in (None, False, []) for k in RESUME_OVERRIDES)
@@ -167,6 +198,7 @@ def add_subparser(sub: Any) -> None:
     p = sub.add_parser("run", help="run a campaign (evolution + Bayesian tuning, recorded in Optuna)")
     p.add_argument("config", nargs="?", help="campaign TOML (e.g. experiments/quickstart.toml)")
     p.add_argument("--task", action="append", help="task file or L1/23 (repeatable; replaces the config's tasks)")
+    p.add_argument("--kernelbench", metavar="DIR", help=kernelbench_flag_help())
     p.add_argument("--seed-kernel", help="starting kernel (a module defining ModelNew)")
     p.add_argument("--build-workers", type=int,
                    help="CuTe: nvcc builds run ahead on this many CPU threads (default: one per core, up to 16)")
@@ -211,3 +243,16 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     p.set_defaults(func=cmd_run)
+
+    q = sub.add_parser("quickstart", help="the demo campaign (make demo's), from any folder: no GPU, no API key",
+                       description="Run the quickstart campaign shipped with evoforge (evoforge/data/quickstart.toml: "
+                                   "four KernelBench level-1 tasks at small shapes, 12 evaluations each); a second "
+                                   "call continues the first run (--resume) instead of overwriting it.")
+    q.add_argument("--out", help=f"run directory (default {QUICKSTART_OUT}, in the current folder)")
+    q.add_argument("--budget-evals", type=int, help="evaluations per task (default 12)")
+    q.add_argument("--backend", help="auto (default), cuda, xpu or interpreter")
+    q.add_argument("--workers", type=int, help="evaluation actors (default: automatic)")
+    q.add_argument("--kernelbench", metavar="DIR", help=kernelbench_flag_help())
+    q.add_argument("--quiet", action="store_true", help="no progress output")
+    q.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    q.set_defaults(func=cmd_quickstart)

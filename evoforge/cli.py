@@ -9,7 +9,23 @@ from collections.abc import Callable
 from typing import Any
 
 from evoforge.core import Candidate, DeprecatedFlag, EvalStatus, UsageError, check_params
-from evoforge.task import Task, parse_allow_ops, parse_assignments, parse_shapes, read_candidate_file
+from evoforge.task import (
+    Task,
+    chosen_kernelbench,
+    kernelbench_flag_help,
+    locate_kernelbench,
+    parse_allow_ops,
+    parse_assignments,
+    parse_shapes,
+    read_candidate_file,
+)
+
+# Commands that resolve L1/23-style tasks: each takes --kernelbench DIR (run and quickstart add their own).
+TAKES_KERNELBENCH = ("eval", "prompt", "ablate", "dashboard")
+
+
+def add_kernelbench_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernelbench", metavar="DIR", help=kernelbench_flag_help())
 
 
 def _set_flags(values: list[str] | None, flag: str = "--set") -> dict[str, Any]:
@@ -143,12 +159,14 @@ def cmd_backends(args: argparse.Namespace) -> int:
     else:
         for r in rows:
             print(f"{r['backend']:<12} {'available' if r['available'] else 'unavailable':<12} {r['reason']}")
+        print(f"tasks like L1/19 from {locate_kernelbench().describe()}")
     return 0
 
 
 def _add_eval(sub: Any) -> None:
     p = sub.add_parser("eval", help="run one candidate through the verification chain")
-    p.add_argument("task", help="KernelBench-format task file (or L1/23 for KernelBench level 1 problem 23)")
+    p.add_argument("task", help="KernelBench-format task file (or L1/23 for KernelBench level 1 problem 23, "
+                                "found where --kernelbench says)")
     p.add_argument("candidate", help="module defining ModelNew")
     p.add_argument("--backend", default="auto", help="auto, cuda, xpu or interpreter (default: auto)")
     p.add_argument("--arch", default=None, help="knowledge-base arch to hold the kernel to (default: the device's)")
@@ -177,13 +195,13 @@ def _add_eval(sub: Any) -> None:
 
 def _subsystem_subparsers() -> list[Callable[[Any], None]]:
     """Subcommands that live beside their subsystem; each module registers its own."""
-    from evoforge import campaign_cli, experiments_cli
+    from evoforge import campaign_cli, experiments_cli, kernelbench_fetch
     from evoforge.knowledge import cli as kb_cli
     from evoforge.mutators import cli as llm_cli
     from evoforge.search import bench
 
     return [campaign_cli.add_subparser, kb_cli.add_subparser, bench.add_subparser, llm_cli.add_subparser,
-            experiments_cli.add_subparser]
+            experiments_cli.add_subparser, kernelbench_fetch.add_subparser]
 
 
 def version_line() -> str:
@@ -199,7 +217,7 @@ def version_line() -> str:
             return "not installed"
 
     others = ", ".join(f"{name} {installed(name)}" for name in ("torch", "triton", "optuna", "ray"))
-    return f"evoforge {__version__} ({others}; Python {sys.version.split()[0]})"
+    return f"evoforge {__version__} ({others}; Python {sys.version.split()[0]}; {locate_kernelbench().describe()})"
 
 
 class _Version(argparse.Action):
@@ -212,7 +230,8 @@ class _Version(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evoforge", description="Search for fast, correct GPU kernels.")
-    parser.add_argument("--version", action=_Version, nargs=0, help="print the versions and exit")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print the versions, and which KernelBench L1/23-style tasks come from, and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_eval(sub)
     p = sub.add_parser("backends", help="list backends and whether each is available here")
@@ -220,11 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_backends)
     for add in _subsystem_subparsers():
         add(sub)
+    for name in TAKES_KERNELBENCH:
+        add_kernelbench_flag(sub.choices[name])
     return parser
 
 
 # Commands that never open an Optuna study: they start without importing optuna (half a second of a short command).
-_WITHOUT_OPTUNA = frozenset({"eval", "backends", "kb", "llm-check", "prompt"})
+_WITHOUT_OPTUNA = frozenset({"eval", "backends", "kb", "llm-check", "prompt", "kernelbench"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
             import optuna
 
             optuna.logging.set_verbosity(optuna.logging.WARNING)  # one-line errors stay one line
-        return int(args.func(args) or 0)
+        with chosen_kernelbench(getattr(args, "kernelbench", None)):
+            return int(args.func(args) or 0)
     except UsageError as e:
         print(f"evoforge: error: {e}", file=sys.stderr)
         return 2

@@ -7,11 +7,14 @@ itself is executed only where it is used: in the evaluation process, by ``load_t
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib.util
 import os
 import re
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,40 +27,190 @@ REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 ALLOWABLE = ("threads", "processes", "native", "compile", "introspection", "network", "fewer_flops")
 
 
-def default_kernelbench_dir() -> Path:
-    """Where KernelBench levels live: ``$EVOFORGE_KERNELBENCH``, else ``../shared/kernelbench`` beside the repo."""
-    env = os.environ.get("EVOFORGE_KERNELBENCH")
-    if env:
-        return Path(env)
+KERNELBENCH_ENV = "EVOFORGE_KERNELBENCH"
+
+
+@dataclass(frozen=True)
+class KernelBenchSource:
+    """Where KernelBench's levels are and how evoforge found them (said by ``--version`` and by every error)."""
+
+    path: Path | None  # None: found nowhere
+    how: str  # "--kernelbench", "kernelbench in config X", "EVOFORGE_KERNELBENCH", "the fetch cache", ...
+    explicit: bool = False  # named by the user: a folder that is not KernelBench is an error, not a fall-through
+
+    def describe(self) -> str:
+        if self.path is None:
+            return f"KernelBench not found (evoforge kernelbench fetch puts it in {kernelbench_cache_dir()})"
+        problem = "" if is_kernelbench(self.path) else ": not a KernelBench folder"
+        return f"KernelBench {self.path} ({self.how}{problem})"
+
+
+def kernelbench_cache_dir() -> Path:
+    """Where ``evoforge kernelbench fetch`` unpacks KernelBench: ``$XDG_CACHE_HOME/evoforge/kernelbench``, else
+    ``~/.cache/evoforge/kernelbench``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "evoforge" / "kernelbench"
+
+
+def _levels_root(folder: Path) -> Path:
+    """A KernelBench clone holds its levels in ``KernelBench/``; the folder itself otherwise."""
+    inner = folder / "KernelBench"
+    return inner if not _levels(folder) and _levels(inner) else folder
+
+
+def _levels(folder: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"level\d+", p.name))
+    except OSError:
+        return []
+
+
+def is_kernelbench(folder: Path) -> bool:
+    """A folder with at least one ``levelN/`` in it (directly, or in a clone's ``KernelBench/``)."""
+    return bool(_levels(_levels_root(folder)))
+
+
+def _checkout_kernelbench() -> Path | None:
+    """``../shared/kernelbench`` beside a checkout (``make test`` and ``make demo`` from a clone); an installed
+    package has no checkout around it, and looks nowhere near site-packages."""
     repo = Path(__file__).resolve().parent.parent
+    if not (repo / "pyproject.toml").is_file():
+        return None
     for candidate in (repo.parent / "shared" / "kernelbench", repo / "shared" / "kernelbench"):
-        if candidate.is_dir():
+        if is_kernelbench(candidate):
             return candidate
-    return repo.parent / "shared" / "kernelbench"
+    return None
 
 
-_SHORT = re.compile(r"^(?:kb:)?(?:level|L)(\d)[/:](\d+)$", re.IGNORECASE)
+# The command line's ``--kernelbench DIR`` for the command it runs (``chosen_kernelbench``); None elsewhere.
+_chosen: KernelBenchSource | None = None
 
 
-def resolve_task_path(spec: str, *, base_dir: Path | None = None) -> Path:
-    """Turn a task spec into a file: a path, or ``L1/23`` / ``level1/23`` for KernelBench problem 23 of level 1."""
+@contextmanager
+def chosen_kernelbench(folder: str | Path | None, *, how: str = "--kernelbench") -> Iterator[None]:
+    """Within the block, KernelBench is ``folder`` for every task resolved in this process (a command's flag, which
+    outranks the rest); the previous choice comes back after it, so nothing leaks into the next command."""
+    global _chosen
+    previous = _chosen
+    if folder is not None:
+        _chosen = KernelBenchSource(Path(folder).expanduser().resolve(), how, explicit=True)
+    try:
+        yield
+    finally:
+        _chosen = previous
+
+
+def locate_kernelbench(config_dir: str | Path | None = None, *, config_how: str = "") -> KernelBenchSource:
+    """KernelBench's folder, by the first way in that names one: ``--kernelbench``, a campaign config's
+    ``kernelbench`` key, ``$EVOFORGE_KERNELBENCH``, the fetch cache, ``../shared/kernelbench`` beside a checkout."""
+    if _chosen is not None:
+        return _chosen
+    if config_dir:
+        return KernelBenchSource(Path(config_dir).expanduser(), config_how or "the config's kernelbench", explicit=True)
+    env = os.environ.get(KERNELBENCH_ENV)
+    if env:
+        return KernelBenchSource(Path(env).expanduser(), KERNELBENCH_ENV, explicit=True)
+    cache = kernelbench_cache_dir()
+    if is_kernelbench(cache):
+        return KernelBenchSource(cache, "the cache of `evoforge kernelbench fetch`")
+    checkout = _checkout_kernelbench()
+    if checkout is not None:
+        return KernelBenchSource(checkout, "beside the checkout: ../shared/kernelbench")
+    return KernelBenchSource(None, "not found")
+
+
+def default_kernelbench_dir() -> Path:
+    """KernelBench's folder as ``locate_kernelbench`` finds it (the fetch cache's place where it finds none)."""
+    return locate_kernelbench().path or kernelbench_cache_dir()
+
+
+def kernelbench_order() -> str:
+    """The ways in, in the order ``locate_kernelbench`` tries them (for --help)."""
+    return (f"--kernelbench DIR, then kernelbench = \"DIR\" in a campaign config's [campaign], then ${KERNELBENCH_ENV}, "
+            f"then {kernelbench_cache_dir()} (where `evoforge kernelbench fetch` unpacks it), then "
+            "../shared/kernelbench beside a checkout")
+
+
+def kernelbench_flag_help() -> str:
+    return (f"KernelBench folder (holding level1/, level2/) for L1/23-style tasks; looked up in this order: "
+            f"{kernelbench_order()} (`evoforge kernelbench where` says which is in use)")
+
+
+def ways_to_kernelbench() -> str:
+    """Every way in, for the one line a user reads when none found KernelBench."""
+    return (f"give --kernelbench DIR, or kernelbench = \"DIR\" in the campaign config's [campaign], or set "
+            f"{KERNELBENCH_ENV}=DIR, or run `evoforge kernelbench fetch` (it unpacks into {kernelbench_cache_dir()})")
+
+
+def kernelbench_root(source: KernelBenchSource, spec: str) -> Path:
+    """The folder holding ``levelN/`` for ``spec``, or one UsageError line naming the way in to fix."""
+    if source.path is None:
+        raise UsageError(f"task {spec}: KernelBench not found: {ways_to_kernelbench()}")
+    if not is_kernelbench(source.path):
+        where = f"{source.path} (from {source.how})"
+        raise UsageError(f"task {spec}: {where} is not a KernelBench folder (no level1/, level2/ in it): point "
+                         f"{source.how} at the folder holding level1/, or run `evoforge kernelbench fetch`")
+    return _levels_root(source.path)
+
+
+_SHORT = re.compile(r"^(?:kb:)?(?:level|L)(\d+)[/:](\d+)$", re.IGNORECASE)
+
+
+def is_kernelbench_spec(spec: str) -> bool:
+    """``L1/23``, ``level1/23``, ``kb:L1:23``: KernelBench problem 23 of level 1 (not a path)."""
+    return bool(_SHORT.match(spec.strip()))
+
+
+def _nearest_problems(level_dir: Path, level: str, number: int, count: int = 3) -> str:
+    by_number = []
+    for p in level_dir.glob("*.py"):
+        head = p.stem.split("_", 1)[0]
+        if head.isdigit():
+            by_number.append((abs(int(head) - number), int(head), p.stem))
+    nearest = sorted(by_number)[:count]
+    return ", ".join(f"L{level}/{n} ({stem})" for _, n, stem in sorted(nearest, key=lambda t: t[1]))
+
+
+def resolve_task_path(spec: str, *, base_dir: Path | None = None, kernelbench: KernelBenchSource | None = None) -> Path:
+    """Turn a task spec into a file: a path, or ``L1/23`` / ``level1/23`` for KernelBench problem 23 of level 1,
+    looked up where ``locate_kernelbench`` (or ``kernelbench``) says."""
     m = _SHORT.match(spec.strip())
     if m:
+        source = kernelbench or locate_kernelbench()
+        root = kernelbench_root(source, spec)
         level, number = m.groups()
-        root = default_kernelbench_dir() / f"level{level}"
-        matches = sorted(root.glob(f"{number}_*.py"))
+        level_dir = root / f"level{level}"
+        if not level_dir.is_dir():
+            raise UsageError(f"task {spec}: KernelBench at {root} (from {source.how}) has no level{level} "
+                             f"(it has {', '.join(_levels(root))})")
+        matches = sorted(level_dir.glob(f"{int(number)}_*.py"))
         if not matches:
-            raise UsageError(f"task {spec}: no file {root}/{number}_*.py (set EVOFORGE_KERNELBENCH to the kernelbench folder)")
+            raise UsageError(f"task {spec}: KernelBench level {level} has no problem {int(number)} ({level_dir}, "
+                             f"from {source.how}); nearest: {_nearest_problems(level_dir, level, int(number))}")
         return matches[0]
     path = Path(spec)
     if not path.is_absolute() and base_dir is not None and not path.exists():
         path = base_dir / path
     if not path.exists():
-        kb = default_kernelbench_dir() / spec
-        if kb.exists():
-            return kb
-        raise UsageError(f"task {spec}: file not found (give a path to a KernelBench-format .py file, or L1/23)")
+        source = kernelbench or locate_kernelbench()
+        root = _levels_root(source.path) if source.path is not None else None
+        if root is not None and (root / spec).exists():
+            return root / spec
+        raise UsageError(f"task {spec}: file not found (give a path to a KernelBench-format .py file, or L1/23)"
+                         + _near_kernelbench_file(spec, root, source))
     return path
+
+
+def _near_kernelbench_file(spec: str, root: Path | None, source: KernelBenchSource) -> str:
+    """``level1/19_Relu.py`` where KernelBench has ``level1/19_ReLU.py``: the names nearest the one given."""
+    parts = Path(spec).parts
+    if root is None or len(parts) != 2 or not (root / parts[0]).is_dir():
+        return ""
+    names = sorted(p.name for p in (root / parts[0]).glob("*.py"))
+    close = difflib.get_close_matches(parts[1], names, n=3, cutoff=0.5)
+    if not close:
+        return ""
+    return f"; nearest in {root / parts[0]} (from {source.how}): {', '.join(f'{parts[0]}/{c}' for c in close)}"
 
 
 def read_candidate_file(path: str, *, flag: str = "CANDIDATE") -> str:
