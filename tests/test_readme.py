@@ -54,11 +54,12 @@ def test_the_readme_python_api_examples_run(tmp_path, monkeypatch, capsys):
     finally:
         if not ray_was_up and ray.is_initialized():
             ray.shutdown()
-    evaluate, loop, run, resumed = printed
+    evaluate, loop, run, record, resumed = printed
     assert evaluate[0].startswith("ok "), evaluate
     assert loop == ["256 ok", "1024 ok"]
     speedup, exported = run[0].split()
     assert float(speedup) > 0 and Path(exported).is_file()
+    assert record == ["3"]  # the record read with Optuna alone: its objective column is value_speedup
     assert resumed == ["4"]
     assert (tmp_path / "runs" / "relu" / "optuna.db").is_file()
 
