@@ -64,6 +64,10 @@ GEMM_BUILD: dict[str, Any] = {"max_autotune_gemm": True, "max_autotune_gemm_back
 #: 32x32x128 with 4 warps for L1/1's 4096^2 GEMM on the H200: 0.32x torch.compile at three TF32 passes). The dot's
 #: precision is the seed's own parameter either way (``PRECISIONS``): one TF32 pass is never the start.
 TF32_TILES = "evoforge.tf32_tiles"
+#: Inductor's option whose threshold (K over M and N) turns its GEMM template off in favour of decompose-K, and
+#: a value no GEMM reaches.
+_DECOMPOSE_K = "triton.decompose_k_threshold"
+_NO_DECOMPOSE_K = 1 << 40
 #: The words of the two reasons a build with a vendor GEMM gives (the GEMM build is tried after either).
 VENDOR_CALL = "from a vendor library"
 LIBRARY_ONLY = "it runs as library calls only"
@@ -1078,6 +1082,7 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
     import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
     import torch._inductor.kernel.conv  # noqa: F401  (registers Inductor's convolution lowering, replaced below)
+    import torch._inductor.utils as inductor_utils
     import torch.fx.experimental._config as fx_config
     from torch._inductor import lowering as inductor_lowering
     from torch._inductor.compile_fx import compile_fx
@@ -1131,26 +1136,41 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
         # on a convolution followed by a reduction over its channels its pointwise/reduction split asserts
         # (tiling_utils.get_pw_red_splits; L2/25, 36, 58 and 92 on the H200). Such a failure is compiled once more
         # with the analysis off; every other task compiles as before.
-        for retry in (False, True):
-            options = {"fx_graph_cache": False, **(config or {}),
-                       **({"triton.coalesce_tiling_analysis": False} if retry else {})}
+        # A GEMM build for a GEMM whose K dwarfs M and N: Inductor offers only its decompose-K choice (a subgraph
+        # of its own, a second output code) and no template, or on a CPU no choice at all (L1/4, L1/6). Such a
+        # build is made once more with the template offered (decompose-K off).
+        extra: dict[str, Any] = {}
+        for attempt in range(3):
+            options = {"fx_graph_cache": False, **(config or {}), **extra}
             tf32_tiles = bool(options.pop(TF32_TILES, False))
-            if options.get("max_autotune_gemm") and not torch.cuda.is_available():
+            gemm_build = bool(options.get("max_autotune_gemm"))
+            if gemm_build and not torch.cuda.is_available():
                 # Inductor benchmarks a template with its epilogue fused by loading the pair as a module, which
                 # the CPU's Triton (the interpreter) cannot: the fusion is taken as Inductor's heuristics decide.
                 options["benchmark_epilogue_fusion"] = False
+            retry: dict[str, Any] = {}
+            # Inductor caches its decompose-K test by the sizes alone, not the threshold: cleared for each attempt.
+            getattr(getattr(inductor_utils, "use_decompose_k_choice", None), "cache_clear", lambda: None)()
             try:
                 with (torch.no_grad(), inductor_config.patch(options), dynamo_config.patch(symbolic),
                       fx_config.patch({"use_duck_shape": not dynamic}), _matmul_tf32(tf32_tiles)):
                     out = torch.compile(model, backend=backend, dynamic=dynamic, fullgraph=True)(*inputs)
-                break
             except Exception as e:  # noqa: BLE001  (any failure of torch.compile is a reason, not a traceback)
-                if retry or not raised_in(e, "_inductor/tiling_utils.py"):
+                if raised_in(e, "_inductor/tiling_utils.py") and "triton.coalesce_tiling_analysis" not in extra:
+                    retry = {"triton.coalesce_tiling_analysis": False}
+                elif gemm_build and _DECOMPOSE_K not in extra:
+                    retry = {_DECOMPOSE_K: _NO_DECOMPOSE_K}
+                else:
                     raise NoInductorSeed(f"torch.compile failed on this task ({compile_failure(e)})") from None
-                codes.clear()
-                graphs.clear()
-                examples.clear()
-                torch._dynamo.reset()
+            else:
+                if not (gemm_build and len(codes) > 1 and _DECOMPOSE_K not in extra):
+                    break
+                retry = {_DECOMPOSE_K: _NO_DECOMPOSE_K}
+            extra.update(retry)
+            codes.clear()
+            graphs.clear()
+            examples.clear()
+            torch._dynamo.reset()
     finally:
         GraphLowering.save_output_code = original  # type: ignore[method-assign]
         if dynamic:

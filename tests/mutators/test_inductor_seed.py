@@ -492,3 +492,21 @@ def test_the_gemm_builds_variant_with_tensor_core_tiles_runs_under_the_strict_ru
     task = Task.load("L2/9", overrides={"batch_size": 8, "in_features": 32, "out_features": 16})
     result = _judge(interpreter_evaluator, task, variant)
     assert result.ok, result.message
+
+
+def test_a_gemm_whose_k_dwarfs_m_and_n_still_gets_a_template_main_path(tmp_path, interpreter_evaluator):
+    """Where K is 32x M and N or more (L1/6), Inductor offers its decompose-K choice instead of the GEMM template
+    and, on this machine, no choice at all: the GEMM build is made once more with the template offered, so the
+    strict seed has its main shape's tuned path (before: the shape-generic kernels alone, Inductor's launch written
+    in; on the H200 L1/6 ran at 0.05x torch.compile)."""
+    from evoforge.task import Task
+
+    small = {"M": 16, "N": 16, "K": 1024}
+    capture = _capture_live(tmp_path, "L1/6", small)
+    assert "triton-gemm" in [v["name"] for v in capture.variants], capture.variants
+    source = seed_from_capture(capture)
+    assert "def forward_main_shape" in source and "torch.mm" not in source
+    space, _ = declared_space(source)
+    assert {"BLOCK_M", "BLOCK_K", "PRECISION"} <= set(space), space
+    result = _judge(interpreter_evaluator, Task.load("L1/6", overrides=small), source)
+    assert result.ok, result.message
