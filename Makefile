@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   creates .venv, installs evoforge, runs the quickstart campaign (no GPU, no API key needed)
+#   make demo   creates .venv, installs evoforge, runs `evoforge quickstart` (no GPU, no API key needed)
 #   make test   same set-up, then the test suite
 PYTHON ?= python3
 VENV := .venv
@@ -36,10 +36,11 @@ sysdeps:
 	    || echo "could not install$$need: the tests that need them will skip"; fi; \
 	fi
 
-# A second `make demo` continues the first run (nothing recorded is ever overwritten).
+# The quickstart campaign shipped in the package (evoforge/data/quickstart.toml, a link to experiments/quickstart.toml),
+# as `evoforge quickstart` runs it from any folder; a second `make demo` continues the first run (nothing recorded
+# is ever overwritten).
 demo: setup
-	@if [ -f runs/quickstart/config.json ]; then $(VENV)/bin/evoforge run --resume runs/quickstart; \
-	else $(VENV)/bin/evoforge run experiments/quickstart.toml; fi
+	$(VENV)/bin/evoforge quickstart
 
 # Two test processes, each a whole test file at a time (a module's campaign fixture runs once): most of a test's
 # time is waiting on processes it started (Ray, evaluation processes, a CLI), so two share two cores well.
