@@ -75,7 +75,7 @@ def _short_repr(kind: str, pairs: Sequence[tuple[str, Any]]) -> str:
     return f"{kind}({', '.join(f'{k}={_figure(v)}' for k, v in pairs if v is not None)})"
 
 
-@dataclass(frozen=True, repr=False, eq=False)
+@dataclass(frozen=True, repr=False)
 class KernelResult(EvalResult):
     """What ``evaluate`` returns: the chain's ``EvalResult`` (every field, ``ok``, ``to_dict()``) with the task and
     the kernel file it judged, printed as one line. The whole message is ``.message``, the chain's details
