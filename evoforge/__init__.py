@@ -1,7 +1,7 @@
 """evoforge: evolutionary and Bayesian search for fast, correct GPU kernels.
 
 The vocabulary (``Candidate``, ``EvalResult``, ``EvalStatus``, ``Task``, ``UsageError``) is imported here; the
-Python API (``evaluate``, ``run``, ``run_async``, ``Evaluator``, ``CampaignResult``, from ``evoforge.api``) is
+Python API (``evaluate``, ``run``, ``run_async``, ``Evaluator``, ``CampaignResult``, ``KernelResult``, ``BestKernel``, from ``evoforge.api``) is
 loaded the first time one of its names is used. Python runs this file before any module of the package, so at
 module level it imports only the vocabulary: importing the engine never loads the face
 (docs/architecture.md, tests/test_architecture.py).
@@ -40,7 +40,7 @@ from evoforge.task import Task  # noqa: E402
 
 __version__ = "0.1.0"
 
-_API = ("CampaignResult", "Evaluator", "evaluate", "run", "run_async")
+_API = ("BestKernel", "CampaignResult", "Evaluator", "KernelResult", "evaluate", "run", "run_async")
 
 __all__ = ["Candidate", "EvalResult", "EvalStatus", "Task", "UsageError", *_API]
 
