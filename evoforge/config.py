@@ -19,6 +19,7 @@ from typing import Any
 from evoforge.core import UsageError
 from evoforge.mutators.llm_client import LLMConfig
 from evoforge.mutators.names import PARAMS, RULE
+from evoforge.search.strategies import DEFAULT as DEFAULT_STRATEGY
 
 DEFAULT_OPERATORS = [PARAMS, RULE]
 # Spellings of earlier versions, still read (with a one-line note) so existing configs keep working.
@@ -50,7 +51,7 @@ class CampaignConfig:
     build_workers: int = 0  # CuTe: nvcc builds run ahead on CPU threads; 0: one per core, up to 16
     budget_evals: int = 50  # per task
     budget_minutes: float = 0.0  # the search's wall clock, from the evaluators' start (set-up before it); 0: no limit
-    strategy: str = "default"
+    strategy: str = DEFAULT_STRATEGY
     strategy_options: dict[str, Any] = field(default_factory=dict)  # keyword options of the strategy
     operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))  # names in mutators/registry.py
     storage: str = ""  # Optuna RDB URL; empty: sqlite:///RUN_DIR/optuna.db

@@ -20,7 +20,7 @@ from typing import Any
 from evoforge.backends.replay import Landscape
 from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal, Strategy
-from evoforge.search.strategies import strategy_accepts
+from evoforge.search.strategies import DEFAULT, RANDOM, strategy_accepts
 from evoforge.search.strategy_spec import build_strategy, check_strategy
 
 from evoforge.core import Candidate, DeprecatedFlag, EvalResult, EvalStatus, UsageError
@@ -149,8 +149,8 @@ def _summary(ratios: list[float]) -> dict[str, float | None]:
             "median_best_ratio": med if math.isfinite(med) else None}
 
 
-def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strategy: str = "default",
-                 seed: int = 0, batch: int = 1, baseline: str | None = "random",
+def search_bench(landscape_path: str | Path, *, budget: int, repeats: int, strategy: str = DEFAULT,
+                 seed: int = 0, batch: int = 1, baseline: str | None = RANDOM,
                  progress: Callable[[int], None] | None = None, checkpoints: Sequence[int] = (),
                  kb: bool = False) -> dict[str, Any]:
     """Run ``strategy`` ``repeats`` times (seeds seed, seed+1, ...) and the baseline the same way.
@@ -204,7 +204,7 @@ def _format_table(res: dict[str, Any]) -> str:
             (res["strategy"], res["budget"], res["repeats"], res["batch"], f"{res['p_within_2pct']:.2f}",
              _fmt(res["median_best_ratio"]))]
     if "random_p_within_2pct" in res:
-        rows.append(("random", res["budget"], res["repeats"], res["batch"], f"{res['random_p_within_2pct']:.2f}",
+        rows.append((RANDOM, res["budget"], res["repeats"], res["batch"], f"{res['random_p_within_2pct']:.2f}",
                      _fmt(res["random_median_best_ratio"])))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = [f"{res['landscape']}: {res['configs']} configs recorded on {res['gpu']}, exhaustive best "
@@ -244,7 +244,7 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--budget", dest="budget_evals", type=int, action=DeprecatedFlag, new="--budget-evals",
                    help=argparse.SUPPRESS)
     p.add_argument("--repeats", type=int, default=100, help="searches with different seeds (default 100)")
-    p.add_argument("--strategy", default="default",
+    p.add_argument("--strategy", default=DEFAULT,
                    help="registered strategy name; bayes:gp / bayes:cmaes pick the Optuna sampler (default: default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first repeat (default 0)")
     p.add_argument("--batch", type=int, default=1, help="proposals in flight, finishing in random order (default 1)")

@@ -16,6 +16,16 @@ from evoforge.search.base import Strategy
 
 from evoforge.core import UsageError
 
+# The built-in strategies' names, each written here once: a module registers under its own, and the config's and
+# the search benchmark's defaults name theirs through these.
+BAYES = "bayes"
+CUTEGEN = "cutegen"
+DEFAULT = "default"
+EVOLUTION = "evolution"
+RANDOM = "random"
+STAGES = "stages"
+BUILTIN = (BAYES, CUTEGEN, DEFAULT, EVOLUTION, RANDOM, STAGES)
+
 _REGISTRY: dict[str, Callable[..., Strategy]] = {}
 
 

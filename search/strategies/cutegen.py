@@ -28,7 +28,7 @@ from typing import Any
 
 from evoforge.mutators.names import LLM_GENERATE, LLM_OPTIMIZE, LLM_REPAIR, PARAMS
 from evoforge.search.base import Proposal
-from evoforge.search.strategies import register_strategy
+from evoforge.search.strategies import CUTEGEN, register_strategy
 from evoforge.search.strategies.llm_loop import LoopStrategy, fmt_ms, outcome
 
 from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, UsageError
@@ -36,9 +36,9 @@ from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, UsageError
 ADVANCE = ("correct", "faster")
 
 
-@register_strategy("cutegen")
+@register_strategy(CUTEGEN)
 class CuTeGenLoop(LoopStrategy):
-    name = "cutegen"
+    name = CUTEGEN
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
                  samples: int = 1, debug_attempts: int = 3, steps: int = 0, advance: str = "correct",

@@ -15,7 +15,7 @@ from typing import Any
 
 from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal
-from evoforge.search.strategies import register_strategy
+from evoforge.search.strategies import DEFAULT, register_strategy
 from evoforge.search.strategies.evolution import EvolutionStrategy, Individual
 from evoforge.search.strategies.proposals import failure_kind, params_proposal
 from evoforge.search.strategies.tuner import StructureTuner, known_causes
@@ -37,9 +37,9 @@ def default_sampler() -> str:
 _EXPLORE_STRUCTURE = 0.2  # chance to tune one of the next best structures instead of the best
 
 
-@register_strategy("default")
+@register_strategy(DEFAULT)
 class DefaultStrategy(EvolutionStrategy):
-    name = "default"
+    name = DEFAULT
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),
                  sampler: str | None = None, tuner_options: dict[str, Any] | None = None,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from evoforge.mutators.names import CROSSOVER, LLM_REPAIR, PARAMS
 from evoforge.search.base import Proposal, is_repeat
-from evoforge.search.strategies import register_strategy
+from evoforge.search.strategies import EVOLUTION, register_strategy
 from evoforge.search.strategies.bandit import AUCBandit
 from evoforge.search.strategies.proposals import params_proposal, runtime_of
 from evoforge.search.strategies.space import ParamSpace
@@ -42,9 +42,9 @@ class Individual:
         return self.runtime_ms is not None
 
 
-@register_strategy("evolution")
+@register_strategy(EVOLUTION)
 class EvolutionStrategy:
-    name = "evolution"
+    name = EVOLUTION
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (),
                  operators: Sequence[str] = (PARAMS, CROSSOVER), islands: int = 2, island_size: int = 8,

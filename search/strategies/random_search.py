@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal
-from evoforge.search.strategies import register_strategy
+from evoforge.search.strategies import RANDOM, register_strategy
 from evoforge.search.strategies.proposals import params_proposal
 from evoforge.search.strategies.space import ParamSpace
 
@@ -16,7 +16,7 @@ from evoforge.core import Candidate, EvalResult
 _REJECTION_TRIES = 1_000  # for spaces too large to enumerate
 
 
-@register_strategy("random")
+@register_strategy(RANDOM)
 class RandomSearch:
     """Draws configs uniformly without replacement; never proposes a config proposed or told before.
 
@@ -24,7 +24,7 @@ class RandomSearch:
     campaign evaluates its seed first): until then ``ask`` returns nothing.
     """
 
-    name = "random"
+    name = RANDOM
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (),
                  operators: Sequence[str] = (PARAMS,)) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 from evoforge.knowledge import STAGE_NAMES
 from evoforge.mutators.names import LLM_GENERATE, LLM_REPAIR, LLM_STAGE, PARAMS
 from evoforge.search.base import Proposal
-from evoforge.search.strategies import register_strategy
+from evoforge.search.strategies import STAGES, register_strategy
 from evoforge.search.strategies.llm_loop import LoopStrategy, fmt_ms, outcome
 
 from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, UsageError
@@ -38,9 +38,9 @@ from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, UsageError
 ACCEPT = ("faster", "correct")
 
 
-@register_strategy("stages")
+@register_strategy(STAGES)
 class StagePipeline(LoopStrategy):
-    name = "stages"
+    name = STAGES
     needs = (LLM_STAGE,)
 
     def __init__(self, *, seed: int, initial: Sequence[Candidate] = (), operators: Sequence[str] = (PARAMS,),

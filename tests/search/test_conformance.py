@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 from evoforge.search.base import Proposal, Strategy
 from evoforge.search.bench import child_of, run_search
-from evoforge.search.strategies import get_strategy, strategy_names
+from evoforge.search.strategies import BUILTIN, get_strategy, strategy_names
 from evoforge.search.strategies.space import value_key
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
@@ -56,6 +56,15 @@ def _drive(strategy: Strategy, landscape, *, budget: int, batch: int = 1) -> lis
 
 def test_the_registry_has_the_four_strategies() -> None:
     assert {"random", "bayes", "evolution", "default"} <= set(strategy_names())
+
+
+def test_each_strategy_is_registered_under_its_one_name() -> None:
+    """The name a config gives, the registry's key and the strategy's ``name`` (in the record and summary) are one
+    string, written once in ``evoforge.search.strategies``; studies and configs read these strings back."""
+    assert BUILTIN == ("bayes", "cutegen", "default", "evolution", "random", "stages")
+    assert strategy_names() == sorted(BUILTIN)
+    for name in strategy_names():
+        assert get_strategy(name, seed=0).name == name
 
 
 def test_an_unknown_strategy_is_a_usage_error() -> None:
