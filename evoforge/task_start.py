@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.config import CampaignConfig
-from evoforge.core import Candidate, UsageError, source_language
+from evoforge.core import SEED_OPERATOR, Candidate, UsageError, source_language
 from evoforge.search.store import atomic_write
 from evoforge.task import Task, read_candidate_file
 
@@ -238,7 +238,7 @@ class TaskStarts:
         lifted = None if language == "cute" else lift_launch_constants(
             source, arch=self.config.arch if self.config.knowledge else None)
         if lifted is None:
-            return Candidate.from_source(source, task=task.name, operator="seed", language=language, meta=meta)
+            return Candidate.from_source(source, task=task.name, operator=SEED_OPERATOR, language=language, meta=meta)
         log.warning("task %s: the seed declares no SPACE; lifted its launch constants into one (%s)", task.name,
                     lifted.describe())
         return Candidate.from_source(lifted.source, task=task.name, operator=LIFTED_SEED,

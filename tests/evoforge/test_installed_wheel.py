@@ -26,6 +26,7 @@ import sysconfig
 import pytest
 
 from tests.conftest import REPO, kernelbench_dir
+from tests.evoforge.test_kernelbench_fetch import server  # noqa: F401, F811  (the loopback server serving KernelBench)
 
 pytestmark = pytest.mark.slow  # a wheel, a virtual environment, a campaign with a capture: about a minute
 CAMPAIGN = ["run", "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter", "--budget-evals", "1",
@@ -68,7 +69,7 @@ def wheel_install(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
     shutil.copy(site_dir / "zz-base-packages.pth", next((bare / "lib").glob("python3*/site-packages")))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["EVOFORGE_KERNELBENCH"] = str(kernelbench_dir())  # found from the checkout's place by default
+    env["EVOFORGE_KERNELBENCH"] = str(kernelbench_dir())  # an installed evoforge finds no KernelBench by itself
     return {"bin": venv / "bin", "checkout": checkout, "root": root, "env": env, "bare": bare / "bin" / "python",
             "vendored": root / "vendored"}
 
@@ -131,3 +132,44 @@ def test_a_campaign_whose_evaluators_cannot_import_evoforge_stops_at_start_up_in
                                 "named 'evoforge'"), lines[-3:]
     assert "\x1b" not in lines[-1]
     assert not (out / "config.json").exists()  # nothing that makes a corrected retry look like a second campaign
+
+
+def test_a_pip_user_gets_kernelbench_by_name_the_quickstart_and_the_python_api_from_an_empty_folder(
+        wheel_install, server):  # noqa: F811
+    """The wheel in a fresh environment, run from an empty folder with no KernelBench anywhere it looks (no
+    variable, an empty cache, not a checkout): a task by name says every way in, in one line; ``--kernelbench``
+    finds it; ``evoforge kernelbench fetch`` (a loopback server, checksum given) fills the cache, after which the
+    quickstart runs as ``make demo`` runs it, and the Python API evaluates a kernel."""
+    url, sums = server
+    folder = wheel_install["root"] / "pip-user"
+    folder.mkdir()
+    env = {k: v for k, v in wheel_install["env"].items() if k != "EVOFORGE_KERNELBENCH"}
+    env.update(XDG_CACHE_HOME=str(wheel_install["root"] / "pip-cache"), HOME=str(wheel_install["root"] / "pip-home"))
+    kernel = REPO / "tests" / "fixtures" / "relu" / "correct.py"
+    evoforge = str(wheel_install["bin"] / "evoforge")
+    eval_argv = [evoforge, "eval", "L1/19", str(kernel), "--backend", "interpreter", "--set", "batch_size=8", "--set",
+                 "dim=1000", "--json"]
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=600, cwd=folder, env=env)
+
+    proc = run(*eval_argv)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert all(way in lines[0] for way in ("--kernelbench", "EVOFORGE_KERNELBENCH", "evoforge kernelbench fetch"))
+    proc = run(*eval_argv, "--kernelbench", kernelbench_dir())
+    assert proc.returncode == 0 and json.loads(proc.stdout.strip().splitlines()[-1])["status"] == "ok", proc.stderr
+    proc = run(evoforge, "kernelbench", "fetch", "--url", f"{url}/kb.tar.gz", "--sha256", sums["kb.tar.gz"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run(evoforge, "quickstart", "--out", "run", "--budget-evals", "1", "--backend", "interpreter",
+               "--workers", "1", "--quiet", "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(summary["tasks"]) == ["level1/23_Softmax", "level1/40_LayerNorm", "level1/88_MinGPTNewGelu",
+                                        "level1/95_CrossEntropyLoss"]
+    assert all(t["statuses"].get("ok", 0) >= 1 for t in summary["tasks"].values()), summary["tasks"]
+    script = ("import evoforge\n"
+              f"r = evoforge.evaluate('L1/19', {str(kernel)!r}, backend='interpreter', set={{'batch_size': 8, "
+              "'dim': 1000})\nprint(r.status, type(r).__name__)\n")
+    proc = run(wheel_install["bin"] / "python", "-c", script)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ok", "KernelResult"], proc.stdout + proc.stderr[-2000:]

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 import tomllib
-from pathlib import Path
-
-import pytest
 
 from tests.conftest import REPO
 
@@ -43,14 +37,4 @@ def test_a_second_quickstart_continues_the_first(tmp_path, monkeypatch):
     assert again.resume == str(out) and again.config is None and again.backend == "interpreter"
 
 
-@pytest.mark.slow  # one campaign, one evaluation per task: about a minute on two cores (mostly Ray's start)
-def test_quickstart_runs_from_any_folder(tmp_path):
-    proc = subprocess.run([str(Path(sys.executable).parent / "evoforge"), "quickstart", "--out", "run",
-                           "--budget-evals", "1", "--backend", "interpreter", "--workers", "1", "--quiet", "--json"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert sorted(summary["tasks"]) == ["level1/23_Softmax", "level1/40_LayerNorm", "level1/88_MinGPTNewGelu",
-                                        "level1/95_CrossEntropyLoss"]
-    assert all(t["statuses"].get("ok", 0) >= 1 for t in summary["tasks"].values()), summary["tasks"]
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["name"] == "quickstart"
+# The quickstart's real run, from an empty folder with the installed wheel: tests/evoforge/test_installed_wheel.py.
