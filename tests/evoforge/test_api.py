@@ -96,7 +96,9 @@ def test_the_leaderboard_is_a_dataframe_of_the_columns_evoforge_run_prints(campa
     assert isinstance(board, pd.DataFrame) and tuple(board.columns) == LEADERBOARD_COLUMNS
     assert board["task"].tolist() == [TASK]
     row = board.iloc[0]
-    assert (row["evaluations"], row["ok"], row["failures"], row["best_operator"]) == (3, 3, "", "seed")
+    # Which candidate is fastest is the interpreter's timing: the row names the campaign's own best, whatever it is.
+    assert (row["evaluations"], row["ok"], row["failures"]) == (3, 3, "")
+    assert row["best_operator"] == campaign.best().operator and row["best_operator"]
     assert row["best_speedup"] == campaign.best().speedup and math.isnan(row["vs_compile"])
     numeric = ["evaluations", "ok", "best_speedup", "vs_compile", "best_runtime_ms", "ref_ms", "compile_ms",
                "best_pct_of_floor"]

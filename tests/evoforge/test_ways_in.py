@@ -151,25 +151,3 @@ def test_a_time_budget_shorter_than_the_set_up_still_evaluates(tmp_path):
     assert task["evaluations"] >= 1 and task["best_speedup"] is not None, task
     assert "time budget" in (task["stopped_early"] or "")
 
-
-def test_a_gemm_task_starts_from_the_triton_gemm_under_the_strict_rule(tmp_path):
-    """L2/9 (Matmul, Subtract, Multiply, ReLU) has no template and torch.compile leaves its GEMM to cuBLAS: the
-    campaign starts it, under the strict rule, from the capture's GEMM build (Inductor's Triton template, the
-    epilogue fused), and the search moves the template's tiles."""
-    out = tmp_path / "run"
-    (out / "seeds").mkdir(parents=True)
-    (out / "seeds" / "level2_9_Matmul_Subtract_Multiply_ReLU.inductor.json").write_text(
-        (FIXTURES / "inductor" / "level2_9_Matmul_Subtract_Multiply_ReLU.gemm.cpu.json").read_text())
-    proc = run_cli("run", "--task", "L2/9", "--set", "batch_size=8", "--set", "in_features=32", "--set",
-                   "out_features=16", "--backend", "interpreter", "--budget-evals", "3", "--workers", "2", "--out",
-                   str(out), "--name", "gemm", "--quiet", timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    seed = (out / "seeds" / "level2_9_Matmul_Subtract_Multiply_ReLU.py").read_text()
-    assert "triton_tem_" in seed and "torch.mm" not in seed and "torch.addmm" not in seed
-    trials = optuna.load_study(study_name="gemm/level2/9_Matmul_Subtract_Multiply_ReLU",
-                               storage=f"sqlite:///{out}/optuna.db").trials
-    assert trials[0].user_attrs["operator"] == "inductor-seed"
-    assert all(t.user_attrs["status"] == "ok" for t in trials), [t.user_attrs["message"] for t in trials]
-    params = [json.loads(t.user_attrs["params"]) for t in trials]
-    assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PRECISION"} <= set(params[0]) and len(
-        {json.dumps(p, sort_keys=True) for p in params}) == len(params), params
