@@ -394,13 +394,7 @@ class _CallRewrite(ast.NodeTransformer):
             grid = f"yz_overflow_grid({dims[0]}, {dims[1]})"
         else:
             grid = "(" + ", ".join(dims) + ",)"
-        launch = ast.parse(f"{name}[{grid}]()", mode="eval").body
-        assert isinstance(launch, ast.Call)
-        launch.args = args
-        for key, param in keys.items():
-            launch.keywords.append(ast.keyword(key, ast.parse(self._value(param), mode="eval").body))
-        return ast.Expr(launch)
-
+        return self._launch_with(name, grid, args, keys)
 
     def _fixed_launch(self, name: str, call: ast.Call) -> ast.Expr:
         """A template kernel: Inductor passes its grid after the kernel's arguments. A tunable GEMM template's grid
@@ -416,7 +410,11 @@ class _CallRewrite(ast.NodeTransformer):
             info = kernel.template
             grid[0] = (f"triton.cdiv({info['M']}, {self._value(keys['BLOCK_M'])}) * "
                        f"triton.cdiv({info['N']}, {self._value(keys['BLOCK_N'])})")
-        launch = ast.parse(f"{name}[({', '.join(grid)},)]()", mode="eval").body
+        return self._launch_with(name, f"({', '.join(grid)},)", args, keys)
+
+    def _launch_with(self, name: str, grid: str, args: list[ast.expr], keys: dict[str, str]) -> ast.Expr:
+        """``name[grid](*args, key=PARAMS[...] ...)``: the launch as the seed writes it."""
+        launch = ast.parse(f"{name}[{grid}]()", mode="eval").body
         assert isinstance(launch, ast.Call)
         launch.args = args
         for key, param in keys.items():
@@ -1140,7 +1138,7 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
         # of its own, a second output code) and no template, or on a CPU no choice at all (L1/4, L1/6). Such a
         # build is made once more with the template offered (decompose-K off).
         extra: dict[str, Any] = {}
-        for attempt in range(3):
+        for _ in range(3):  # each retry adds one option; a third failure raises
             options = {"fx_graph_cache": False, **(config or {}), **extra}
             tf32_tiles = bool(options.pop(TF32_TILES, False))
             gemm_build = bool(options.get("max_autotune_gemm"))
