@@ -3,19 +3,13 @@ H200): a task re-run with ``--only`` is counted once, from its later row."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.experiments.test_benchmarks import _load
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("kernelbench_vs_compile",
-                                                  REPO / "experiments" / "benchmarks" / "kernelbench_vs_compile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load("kernelbench_vs_compile.py")
 
 
 def _row(spec: str, best: float) -> dict:
