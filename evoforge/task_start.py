@@ -195,17 +195,18 @@ class TaskStarts:
         if not captured.exists():
             failed = captured.with_suffix(".failed")
             return self._no_seed(task, failed.read_text() if failed.exists() else "torch.compile was not captured")
-        data = json.loads(captured.read_text())
+        text = captured.read_text()
+        data = json.loads(text)
         if "no_seed" in data:
             return self._no_seed(task, data["no_seed"])
+        capture = InductorCapture.from_json(text)
         try:
-            source = seed_from_capture(InductorCapture.from_json(captured.read_text()), allow_ops=task.allow_ops)
+            source = seed_from_capture(capture, allow_ops=task.allow_ops)
         except NoInductorSeed as e:
             return self._no_seed(task, str(e))
         seed_file = folder / f"{stem}.py"
         atomic_write(seed_file, source)
         rule = "vendor ops allowed: " + ", ".join(task.allow_ops) if task.allow_ops else "strict"
-        capture = InductorCapture.from_json(captured.read_text())
         variants = []
         for variant in capture.variants:  # the main shape's build under other Inductor configurations
             try:
