@@ -57,13 +57,20 @@ _BLOCKS = {"x": "XBLOCK", "y": "YBLOCK", "z": "ZBLOCK"}
 #: 35 and 93 the default build passed and ran 1.4-1.6x faster than the reference's layout: so it is a variant, and
 #: the default stays the seed.
 #: ``triton-gemm``: a build whose GEMMs (mm, addmm, bmm, baddbmm) are Inductor's max-autotune Triton template with
-#: the epilogue fused, where the default build calls cuBLAS (``GEMM_BUILD``).
+#: the epilogue fused, where the default build calls cuBLAS (``GEMM_BUILD``), its tiles autotuned for the dot the
+#: seed starts with (``TF32X3_TILES``); ``triton-gemm-exact-tiles``: the same with the tiles autotuned for the exact
+#: fp32 dot (Inductor's own choice while torch's TF32 flag is off).
 GEMM_BUILD: dict[str, Any] = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"}
-#: Not an Inductor option: the GEMM build autotuned with torch's fp32 matmul in TF32, so that Inductor's
-#: autotuning picks the template's tiles for tensor cores (its choice for the exact fp32 dot, on FMA units, was
-#: 32x32x128 with 4 warps for L1/1's 4096^2 GEMM on the H200: 0.32x torch.compile at three TF32 passes). The dot's
-#: precision is the seed's own parameter either way (``PRECISIONS``): one TF32 pass is never the start.
-TF32_TILES = "evoforge.tf32_tiles"
+#: Not an Inductor option: the GEMM build with its templates' fp32 dot written as three TF32 passes
+#: (``input_precision="tf32x3"``, the seed's start on CUDA) while Inductor autotunes them, so that its choice of tiles
+#: is the one for that dot on tensor cores. Tuned for the exact fp32 dot (on FMA units) it chose 32x32x128 with 4
+#: warps for L1/1's 4096^2 GEMM on the H200 (0.32x torch.compile at three TF32 passes); tuned for one TF32 pass it
+#: chose 128x128x32 with 4 warps for L2/12, where three passes ran 2.9 ms against 1.8 ms at 64x128 (L2/29's
+#: choice). Where an operand is not fp32 the option does nothing (the dot's precision is the dtype's own).
+TF32X3_TILES = "evoforge.tf32x3_tiles"
+#: How a Triton dot is written in Inductor's GEMM templates, and as three TF32 passes.
+_TEMPLATE_DOT = "allow_tf32=ALLOW_TF32"
+_TF32X3_DOT = 'input_precision="tf32x3"'
 #: Inductor's option whose threshold (K over M and N) turns its GEMM template off in favour of decompose-K, and
 #: a value no GEMM reaches.
 _DECOMPOSE_K = "triton.decompose_k_threshold"
@@ -77,8 +84,8 @@ INDUCTOR_VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "unsplit-reductions": ({"split_reductions": False}, ("reduction", "persistent_reduction")),
     "looped-reductions": ({"triton.persistent_reductions": False}, ("persistent_reduction",)),
     "reference-layout": ({"layout_optimization": False}, ("convolution",)),
-    "triton-gemm": (GEMM_BUILD, ("extern_gemm",)),
-    "triton-gemm-tf32-tiles": ({**GEMM_BUILD, TF32_TILES: True}, ("extern_gemm",)),
+    "triton-gemm": ({**GEMM_BUILD, TF32X3_TILES: True}, ("extern_gemm",)),
+    "triton-gemm-exact-tiles": (GEMM_BUILD, ("extern_gemm",)),
 }
 
 
@@ -221,6 +228,11 @@ _TILES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
 #: ``torch.backends.cuda.matmul.allow_tf32`` is off) and three TF32 passes, whose error is of fp32's order (the
 #: chain's float64 criterion judges it); one TF32 pass is left out (about 1e-3 relative: the chain rejects it).
 PRECISIONS = ("ieee", "tf32x3")
+#: On CUDA, besides: Triton's bf16 splits of fp32 (three products of a two-part split; six of a three-part one), on
+#: bf16 tensor cores at twice TF32's rate. bf16x3's error is about 1e-5 relative, bf16x6's fp32's own; the chain
+#: judges each (the interpreter has neither, so a CPU capture's space leaves them out).
+CUDA_PRECISIONS = (*PRECISIONS, "bf16x3", "bf16x6")
+_DOT_PRECISION = re.compile(r"input_precision=['\"](tf32x3)['\"]")
 
 
 def _gemm_template(fn: ast.FunctionDef, constants: dict[str, int], signature: ast.expr | None
@@ -244,9 +256,13 @@ def _gemm_template(fn: ast.FunctionDef, constants: dict[str, int], signature: as
     if isinstance(signature, ast.Dict):
         dtypes = {v.value for k, v in zip(signature.keys, signature.values, strict=True)
                   if isinstance(k, ast.Constant) and k.value in ("arg_A", "arg_B") and isinstance(v, ast.Constant)}
-    precision = "ALLOW_TF32" in constants and "allow_tf32=ALLOW_TF32" in text and dtypes == {"*fp32"}
+    precision = None
+    if dtypes == {"*fp32"} and _DOT_PRECISION.search(text):  # built with TF32X3_TILES
+        precision = "tf32x3"
+    elif dtypes == {"*fp32"} and "ALLOW_TF32" in constants and _TEMPLATE_DOT in text:
+        precision = "tf32" if constants["ALLOW_TF32"] else "ieee"
     return {**sizes, "tiles": {t: constants[t] for t in _TILES}, "even_k": bool(constants.get("EVEN_K", 0)),
-            "precision": ("tf32" if constants["ALLOW_TF32"] else "ieee") if precision else None}
+            "precision": precision, "precisions": list(PRECISIONS)}
 
 
 def _tunable_template(kernel: _Kernel) -> str:
@@ -259,7 +275,7 @@ def _tunable_template(kernel: _Kernel) -> str:
     for name in drop:
         source = re.sub(rf"^[ \t]*{name}\s*:\s*tl\.constexpr\s*=\s*[^\n]*\n", "", source, count=1, flags=re.MULTILINE)
     if info["precision"]:
-        source = source.replace("allow_tf32=ALLOW_TF32", "input_precision=PRECISION")
+        source = _DOT_PRECISION.sub("input_precision=PRECISION", source.replace(_TEMPLATE_DOT, "input_precision=PRECISION"))
     extra = ", ".join(f"{n}: tl.constexpr" for n in names)
     return re.sub(rf"^def {kernel.name}\((.*?)\):", lambda m: f"def {kernel.name}({m.group(1)}, {extra}):", source,
                   count=1, flags=re.MULTILINE | re.DOTALL)
@@ -471,7 +487,7 @@ def _template_values(kernel: _Kernel, launch: dict[str, Any]) -> dict[str, tuple
     for arg in ("num_warps", "num_stages"):
         out[arg] = (launch[arg], value_range(arg, int(launch[arg])))
     if info["precision"]:
-        out["PRECISION"] = (info["precision"], list(PRECISIONS))
+        out["PRECISION"] = (info["precision"], list(info["precisions"]))
     return out
 
 
@@ -560,10 +576,12 @@ def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: boo
                 kernel.source = _tunable_template(kernel)
                 if kernel.template["precision"] == "tf32":  # autotuned with TF32 on: the tiles, not the precision
                     kernel.template["precision"] = "ieee"
-                if kernel.template["precision"] == "ieee" and capture.device.startswith("cuda"):
-                    # Inductor's fp32 dot is exact because torch's TF32 flag is off, and so runs without tensor
-                    # cores; three TF32 passes keep fp32's accuracy on them (the chain checks it): the start.
-                    kernel.template["precision"] = "tf32x3"
+                if capture.device.startswith("cuda"):
+                    kernel.template["precisions"] = list(CUDA_PRECISIONS)
+                    if kernel.template["precision"] == "ieee":
+                        # Inductor's fp32 dot is exact because torch's TF32 flag is off, and so runs without tensor
+                        # cores; three TF32 passes keep fp32's accuracy on them (the chain checks it): the start.
+                        kernel.template["precision"] = "tf32x3"
             continue
         if kernel.grid_type not in _GRIDS:
             raise NoInductorSeed(f"Inductor launches kernel {kernel.name} ({kernel.kind}) on a "
@@ -1009,7 +1027,8 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
     if _EXTERN_GEMM.search(result.output_code):
         torch._dynamo.reset()
         try:
-            code, sources, _examples, _, _ = _compile(model, inputs, dynamic=True, config=dict(GEMM_BUILD))
+            code, sources, _examples, _, _ = _compile(model, inputs, dynamic=True,
+                                                      config={**GEMM_BUILD, TF32X3_TILES: True})
         except NoInductorSeed as e:
             result.gemm_failure = str(e)
         else:
@@ -1140,7 +1159,7 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
         extra: dict[str, Any] = {}
         for _ in range(3):  # each retry adds one option; a third failure raises
             options = {"fx_graph_cache": False, **(config or {}), **extra}
-            tf32_tiles = bool(options.pop(TF32_TILES, False))
+            tf32x3 = bool(options.pop(TF32X3_TILES, False)) and _fp32_only(model, inputs)
             gemm_build = bool(options.get("max_autotune_gemm"))
             if gemm_build and not torch.cuda.is_available():
                 # Inductor benchmarks a template with its epilogue fused by loading the pair as a module, which
@@ -1151,7 +1170,7 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
             getattr(getattr(inductor_utils, "use_decompose_k_choice", None), "cache_clear", lambda: None)()
             try:
                 with (torch.no_grad(), inductor_config.patch(options), dynamo_config.patch(symbolic),
-                      fx_config.patch({"use_duck_shape": not dynamic}), _matmul_tf32(tf32_tiles)):
+                      fx_config.patch({"use_duck_shape": not dynamic}), _tf32x3_dots(tf32x3)):
                     out = torch.compile(model, backend=backend, dynamic=dynamic, fullgraph=True)(*inputs)
             except Exception as e:  # noqa: BLE001  (any failure of torch.compile is a reason, not a traceback)
                 if raised_in(e, "_inductor/tiling_utils.py") and "triton.coalesce_tiling_analysis" not in extra:
@@ -1182,23 +1201,54 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
     return codes[0], graphs[0], examples[0], out, _autotuned(codes[0]) if run else {}
 
 
-@contextlib.contextmanager
-def _matmul_tf32(on: bool) -> Any:
-    """torch's fp32 matmul in TF32 for the block (Inductor's GEMM template reads it), then as before. Set through
-    ``allow_tf32``: torch reads that and ``fp32_precision`` alike after it, while a value set through
-    ``fp32_precision`` makes a later read of ``allow_tf32`` raise (a mix of its two APIs)."""
+def _fp32_only(model: Any, inputs: list[Any]) -> bool:
+    """Every tensor the model takes or holds is fp32 (the GEMMs' operands are, whatever their order)."""
     import torch
+
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)] + list(model.parameters()) + list(model.buffers())
+    return bool(tensors) and all(x.dtype == torch.float32 for x in tensors)
+
+
+class _RenderedAs:
+    """A GEMM template's jinja template whose rendered kernels take three TF32 passes in their dot."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        return self.inner.render(*args, **kwargs).replace(_TEMPLATE_DOT, _TF32X3_DOT)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def _tf32x3_dots(on: bool) -> Any:
+    """For the block, Inductor's GEMM templates (those whose dot reads ``ALLOW_TF32``) render it as three TF32 passes,
+    and torch's fp32 matmul is in TF32 (so Inductor offers its tensor-core tile configs): its autotuning times
+    the kernels the seed starts from. Then both as before. The flag is set through ``allow_tf32``: torch reads that
+    and ``fp32_precision`` alike after it, while a value set through ``fp32_precision`` makes a later read of
+    ``allow_tf32`` raise (a mix of its two APIs)."""
+    import torch
+    import torch._inductor.kernel.bmm
+    import torch._inductor.kernel.mm  # noqa: F401  (their templates are made at import)
+    from torch._inductor.select_algorithm import TritonTemplate
 
     if not on:
         yield
         return
+    templates = [t for t in TritonTemplate.all_templates.values() if not isinstance(t.template, _RenderedAs)]
     matmul = torch.backends.cuda.matmul
     before = matmul.allow_tf32
     try:
+        for template in templates:
+            template.template = _RenderedAs(template.template)
         matmul.allow_tf32 = True
         yield
     finally:
         matmul.allow_tf32 = before
+        for template in templates:
+            template.template = template.template.inner
 
 
 def _autotuned(code: str) -> dict[str, dict[str, Any]]:

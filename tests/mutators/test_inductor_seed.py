@@ -464,34 +464,67 @@ def test_with_the_vendor_gemm_allowed_the_triton_gemm_is_a_variant(interpreter_e
     assert result.ok, result.message
 
 
-def test_the_gemm_builds_variant_with_tensor_core_tiles_runs_under_the_strict_rule(interpreter_evaluator):
-    """The GEMM build autotuned with TF32 on (``triton-gemm-tf32-tiles``: Inductor picks tiles for tensor cores) is
-    a variant under the strict rule too: its main path beside the GEMM build's generic one. Its precision starts
-    at three TF32 passes on CUDA, never at the single pass its autotuning ran (not in SPACE either); the plain GEMM
-    build is the strict seed itself, not a variant of it."""
+def test_the_gemm_build_starts_from_tiles_tuned_for_three_tf32_passes(interpreter_evaluator):
+    """The GEMM build is autotuned with its templates' dot written as three TF32 passes, the dot the seed starts
+    with, so Inductor's choice of tiles is the one for that dot (tuned for the exact dot or one TF32 pass, the H200
+    seeds ran three passes on tiles chosen for another: L1/1 0.32x, L2/12 0.92x torch.compile). The build tuned for
+    the exact dot is a variant under the strict rule (its main path beside the GEMM build's generic one); the plain
+    GEMM build is the strict seed itself, not a variant of it. On CUDA the bf16 splits are in SPACE too, never
+    the start, and never on the interpreter, which has none."""
     from evoforge.task import Task
 
     data = json.loads((CAPTURES / "level2_9_Matmul_Subtract_Multiply_ReLU.gemm.cpu.json").read_text())
-    tiles = json.loads(json.dumps(data["variants"][0]))
-    code = tiles["main"]["output_code"]
-    assert "ALLOW_TF32 : tl.constexpr = False" in code and "BLOCK_M : tl.constexpr = 16" in code
-    tiles["main"]["output_code"] = code.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True"
-                                                ).replace("BLOCK_M : tl.constexpr = 16", "BLOCK_M : tl.constexpr = 32")
-    tiles["main"]["device"] = "cuda"
-    tiles["name"] = "triton-gemm-tf32-tiles"
-    data["variants"].append(tiles)
+    assert [v["name"] for v in data["variants"]] == ["triton-gemm", "triton-gemm-exact-tiles"]
+    tuned = data["variants"][0]["main"]["output_code"]
+    assert 'input_precision="tf32x3"' in tuned and "allow_tf32=ALLOW_TF32" not in tuned
+    assert 'input_precision="tf32x3"' in data["gemm"]["output_code"]  # the generic path (odd shapes) too
     capture = InductorCapture.from_json(json.dumps(data))
     seed = seed_from_capture(capture)
+    assert "torch.mm" not in seed and "torch.addmm" not in seed
+    main_kernels = [k for k in seed.split("@triton.jit") if "_main(" in k.split("\n", 2)[1]]
+    assert main_kernels and any("input_precision=PRECISION" in k for k in main_kernels), seed
+    space, params = declared_space(seed)
+    assert params["PRECISION"] == "tf32x3" and space["PRECISION"] == ["ieee", "tf32x3"]
     with pytest.raises(NoInductorSeed):
         seed_from_capture(capture, variant="triton-gemm")
-    variant = seed_from_capture(capture, variant="triton-gemm-tf32-tiles")
-    assert variant != seed and "torch.mm" not in variant and "torch.addmm" not in variant
-    space, params = declared_space(variant)
-    assert params["BLOCK_M"] == 32 and params["PRECISION"] == "tf32x3" and space["PRECISION"] == ["ieee", "tf32x3"]
-    assert declared_space(seed)[1]["PRECISION"] == "ieee"  # a CPU capture's start: Inductor's exact dot
+    exact = seed_from_capture(capture, variant="triton-gemm-exact-tiles")
+    assert exact != seed and "torch.mm" not in exact and "torch.addmm" not in exact
+    assert declared_space(exact)[1]["PRECISION"] == "ieee"  # a CPU capture: Inductor's exact dot as it chose
     task = Task.load("L2/9", overrides={"batch_size": 8, "in_features": 32, "out_features": 16})
-    result = _judge(interpreter_evaluator, task, variant)
-    assert result.ok, result.message
+    for source in (seed, exact):
+        result = _judge(interpreter_evaluator, task, source)
+        assert result.ok, result.message
+    for built in (data["main"], data["gemm"], data["gemm"]["main"], *(v["main"] for v in data["variants"])):
+        if built:
+            built["device"] = "cuda"
+    on_cuda = InductorCapture.from_json(json.dumps(data))
+    for source in (seed_from_capture(on_cuda), seed_from_capture(on_cuda, variant="triton-gemm-exact-tiles")):
+        space, params = declared_space(source)
+        assert params["PRECISION"] == "tf32x3", params
+        assert space["PRECISION"] == ["ieee", "tf32x3", "bf16x3", "bf16x6"], space
+
+
+def test_only_fp32_gemms_are_written_as_three_tf32_passes_and_the_templates_are_restored():
+    """Adversarial: a bf16 model's dot keeps its own precision (three TF32 passes mean nothing for bf16 operands),
+    and after the build Inductor's templates render as Inductor wrote them (a later compile in the same process,
+    the exact-tiles variant's, must not inherit the rewrite)."""
+    import torch
+    from torch._inductor.select_algorithm import TritonTemplate
+
+    from evoforge.mutators.inductor_seed import _fp32_only, _tf32x3_dots
+
+    linear = torch.nn.Linear(4, 4)
+    assert _fp32_only(linear, [torch.ones(2, 4)])
+    assert not _fp32_only(linear.to(torch.bfloat16), [torch.ones(2, 4, dtype=torch.bfloat16)])
+    assert not _fp32_only(torch.nn.Linear(4, 4), [torch.ones(2, 4, dtype=torch.float16)])
+    before = dict(TritonTemplate.all_templates)
+    with _tf32x3_dots(True):
+        assert "mm" in TritonTemplate.all_templates
+        assert all(hasattr(t.template, "inner") for t in TritonTemplate.all_templates.values())
+        assert torch.backends.cuda.matmul.allow_tf32
+    assert all(not hasattr(t.template, "inner") for t in TritonTemplate.all_templates.values())
+    assert not torch.backends.cuda.matmul.allow_tf32
+    assert all(TritonTemplate.all_templates[name] is t for name, t in before.items())
 
 
 def test_a_gemm_whose_k_dwarfs_m_and_n_still_gets_a_template_main_path(tmp_path, interpreter_evaluator):
