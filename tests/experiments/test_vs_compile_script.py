@@ -25,3 +25,29 @@ def test_a_task_re_run_is_counted_once_from_its_later_row(tmp_path):
     assert "correct 2 of 2" in text and "worst 1.200x" in text and "below 0.9x: 0" in text
     assert "re-run, the later row kept: L2/87" in text
     assert text.count("| L2/87 |") == 1
+
+
+def test_where_torch_compiles_build_fails_the_check_the_build_with_tf32_off_is_reported_beside_it(tmp_path):
+    """L2/82 and L2/87: torch.compile's default build is incorrect by the chain's check (cuDNN in TF32), so a user
+    wanting the chain's accuracy compiles with cuDNN's TF32 off; the summary names that build's time and holds the
+    exported kernel to it in a figure of its own, the static default's figures unchanged."""
+    rows = [_row("L1/12", 1.2), dict(_row("L2/87", 0.75), compile_correct=False, compile_no_tf32_ms=3.7,
+                                         compile_no_tf32_correct=True, best_vs_compile_no_tf32=1.01)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    text = _script().summarize([path], None, tmp_path / "out")
+    assert "worst 0.750x" in text and "below 0.9x: 1" in text  # held to the default build, as before
+    assert "L2/87: torch.compile with cuDNN's TF32 off 3.7 ms (passes the check)" in text
+    held = next(line for line in text.splitlines() if line.startswith("- held instead"))
+    assert "below 0.9x: 0" in held and "worst 1.010x" in held
+
+
+def test_the_tf32_off_build_is_not_credited_where_it_fails_the_check_too(tmp_path):
+    """Adversarial: where torch.compile with TF32 off still fails, the exported kernel is held to the default build."""
+    row = dict(_row("L2/87", 0.75), compile_correct=False, compile_no_tf32_ms=3.7, compile_no_tf32_correct=False,
+               best_vs_compile_no_tf32=1.01)
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    text = _script().summarize([path], None, tmp_path / "out")
+    held = next(line for line in text.splitlines() if line.startswith("- held instead"))
+    assert "worst 0.750x" in held and "(fails the check)" in text
