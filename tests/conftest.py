@@ -69,6 +69,26 @@ def cli_main(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.Compl
     return subprocess.CompletedProcess(["evoforge", *args], code, out, err)
 
 
+def cli_main_captured(*args: str) -> subprocess.CompletedProcess[str]:
+    """``cli_main`` for a module-scoped fixture, which has no ``capsys``: the command's output is caught by standing
+    in for ``sys.stdout`` and ``sys.stderr`` while it runs. A campaign run so shares the test process's Ray with
+    the module's other campaigns instead of starting one of its own (tens of seconds on two cores)."""
+    import contextlib
+    import io
+
+    from evoforge.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(REPO)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["evoforge", *args], code, out.getvalue(), err.getvalue())
+
+
 # ---------------------------------------------------------------- PostgreSQL
 
 
