@@ -11,7 +11,7 @@ import optuna
 from tests.conftest import FIXTURES, cli_main, run_cli
 
 
-def test_a_plain_kernel_is_tuned_and_an_untunable_one_says_why_it_stopped(tmp_path):
+def test_a_plain_kernel_is_tuned_and_an_untunable_one_says_why_it_stopped(tmp_path, capsys):
     config = tmp_path / "ways.toml"
     config.write_text(f"""
 [campaign]
@@ -31,7 +31,7 @@ seed_kernel = "{FIXTURES / 'leaky' / 'plain_computed.py'}"
 set = {{batch_size = 4, dim = 1000}}
 """)
     out = tmp_path / "run"
-    proc = run_cli("run", str(config), "--backend", "interpreter", "--out", str(out), "--json", timeout=600)
+    proc = cli_main(capsys, "run", str(config), "--backend", "interpreter", "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]
     relu, leaky = summary["level1/19_ReLU"], summary["level1/20_LeakyReLU"]
@@ -116,7 +116,7 @@ def test_a_campaign_of_several_tasks_goes_on_without_one_that_cannot_start(tmp_p
     assert proc.returncode == 2 and "no task of this campaign can start" in proc.stderr, proc.stderr[-2000:]
 
 
-def test_inductor_variants_are_evaluated_beside_the_seed_and_recorded(tmp_path):
+def test_inductor_variants_are_evaluated_beside_the_seed_and_recorded(tmp_path, capsys):
     """A task whose capture holds Inductor variants (the main shape's build with reductions unsplit, looped): each
     is evaluated right after the seed as ``inductor-variant``, the record naming its configuration; the seed's two
     paths ran where they belong (``kernels_by_shape``)."""
@@ -124,9 +124,9 @@ def test_inductor_variants_are_evaluated_beside_the_seed_and_recorded(tmp_path):
     (out / "seeds").mkdir(parents=True)
     (out / "seeds" / "level1_96_HuberLoss.inductor.json").write_text(
         (FIXTURES / "inductor" / "level1_96_HuberLoss.main.cpu.json").read_text())
-    proc = run_cli("run", "--task", "L1/96", "--set", "batch_size=64", "--set", "input_shape=[4096]", "--backend",
-                   "interpreter", "--budget-evals", "3", "--workers", "2", "--out", str(out), "--name", "var",
-                   "--json", timeout=900)
+    proc = cli_main(capsys, "run", "--task", "L1/96", "--set", "batch_size=64", "--set", "input_shape=[4096]",
+                    "--backend", "interpreter", "--budget-evals", "3", "--workers", "2", "--out", str(out), "--name",
+                    "var", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     trials = optuna.load_study(study_name="var/level1/96_HuberLoss", storage=f"sqlite:///{out}/optuna.db").trials
     by_operator = {t.user_attrs["operator"]: t for t in trials}
@@ -143,6 +143,7 @@ def test_a_time_budget_shorter_than_the_set_up_still_evaluates(tmp_path):
     """The time budget is the search's: Ray's start (and a capture's torch.compile) come before it. A 1.2 s budget
     was spent before the first evaluator answered, and the campaign ended with nothing evaluated."""
     out = tmp_path / "run"
+    # A process of its own: its campaign starts Ray, where one in this process would find the Ray of the others.
     proc = run_cli("run", "--task", "L1/19", "--seed-kernel", str(FIXTURES / "relu" / "plain_constants.py"), "--set",
                    "batch_size=4", "--set", "dim=1000", "--backend", "interpreter", "--budget-minutes", "0.02",
                    "--budget-evals", "4", "--workers", "1", "--out", str(out), "--json", timeout=600)

@@ -10,7 +10,7 @@ from evoforge.knowledge.starts import gemm_problem, shape_starts, sm_count
 
 from evoforge import knowledge
 from evoforge.core import declared_space
-from tests.conftest import run_cli
+from tests.conftest import cli_main, run_cli
 
 ARCH = "nvidia-sm90"
 
@@ -72,11 +72,12 @@ def _trials(out, study):
     return optuna.load_study(study_name=study, storage=f"sqlite:///{out}/optuna.db").trials
 
 
-def test_a_campaign_evaluates_the_knowledge_start_beside_the_seed_and_not_with_the_kb_off(tmp_path):
+def test_a_campaign_evaluates_the_knowledge_start_beside_the_seed_and_not_with_the_kb_off(tmp_path, capsys):
     # L1/1 at N=32 on the interpreter: K=32 is shorter than the template's 64-deep K tile
     common = ["--task", "L1/1", "--set", "N=32", "--backend", "interpreter", "--budget-evals", "3",
               "--operators", "params", "--workers", "1", "--json"]
     out = tmp_path / "kb"
+    # A process of its own: the warning is read where the user reads it, on the command's stderr.
     proc = run_cli("run", *common, "--out", str(out), "--name", "kb", timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "the knowledge base starts a config beside the seed: K=32" in proc.stderr
@@ -88,7 +89,7 @@ def test_a_campaign_evaluates_the_knowledge_start_beside_the_seed_and_not_with_t
     assert json.loads(trials[0].user_attrs["params"])["BLOCK_K"] == 64
 
     off = tmp_path / "off"
-    proc = run_cli("run", *common, "--no-kb", "--out", str(off), "--name", "off", timeout=600)
+    proc = cli_main(capsys, "run", *common, "--no-kb", "--out", str(off), "--name", "off")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "knowledge-start" not in [t.user_attrs["operator"]
                                      for t in _trials(off, "off/level1/1_Square_matrix_multiplication_")]
