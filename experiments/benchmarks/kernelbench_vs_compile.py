@@ -159,6 +159,9 @@ def compile_without_tf32(task: Any) -> str:
     for the chain's accuracy, timed and checked as any kernel is."""
     return task.source + '''
 
+PARAMS = {}
+
+
 class ModelNew(Model):
     """torch.compile of the reference, each call with cuDNN's TF32 off (fp32 convolutions in fp32)."""
 
@@ -261,10 +264,13 @@ def run(args: argparse.Namespace) -> None:
     device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
     args.out.mkdir(parents=True, exist_ok=True)
     run_dir = args.out / "run"
-    config = write_config(mine, run_dir, args.minutes_per_task * len(mine))
-    extra = ["--backend", "interpreter", "--budget-evals", "3"] if args.smoke else []
-    code, campaign_s = run_campaign(config, args.out / "campaign.log", extra)
-    print(f"campaign over {len(mine)} tasks: exit {code}, {campaign_s:.0f} s", flush=True)
+    if args.retime:
+        run_dir, code, campaign_s = args.retime, 0, 0.0
+    else:
+        config = write_config(mine, run_dir, args.minutes_per_task * len(mine))
+        extra = ["--backend", "interpreter", "--budget-evals", "3"] if args.smoke else []
+        code, campaign_s = run_campaign(config, args.out / "campaign.log", extra)
+        print(f"campaign over {len(mine)} tasks: exit {code}, {campaign_s:.0f} s", flush=True)
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if device == "cuda":
@@ -386,6 +392,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="SPEC,...: just these tasks of the part (a re-run; --summarize keeps "
                                                    "the last row of a task)")
     ap.add_argument("--minutes-per-task", type=float, default=0.5)
+    ap.add_argument("--retime", type=Path, help="with --run: no campaign; re-time this finished run's folder (RUN_DIR, "
+                    "holding summary.json, best/ and seeds/) for the part's tasks")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
     ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/vs_compile.md from these jsonl files")
