@@ -13,7 +13,7 @@ import pytest
 from evoforge.search.store import DiskFull, OptunaStore
 from optuna.trial import TrialState
 
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES, REPO, cli_main
 from tests.reliability.store_writer import TASK, record_many
 
 
@@ -93,7 +93,7 @@ def _strategies_available() -> bool:
 
 
 @pytest.mark.skipif(not _strategies_available(), reason="the search strategies are not in this checkout yet")
-def test_campaign_whose_run_directory_fills_up_ends_in_one_line_and_resumes(small_disk, tmp_path):
+def test_campaign_whose_run_directory_fills_up_ends_in_one_line_and_resumes(small_disk, tmp_path, capsys):
     """The disk fills mid-campaign (another writer took the space): one line, exit 2, then a clean resume."""
     disk, _grow = small_disk
     run_dir = disk / "run"
@@ -123,9 +123,8 @@ def test_campaign_whose_run_directory_fills_up_ends_in_one_line_and_resumes(smal
     recorded = _count_finished(db)
     assert recorded >= 3
 
-    ballast.unlink()  # the user frees space, and resumes
-    resumed = subprocess.run([sys.executable, "-m", "evoforge.cli", "run", "--resume", str(run_dir), "--quiet",
-                              "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    ballast.unlink()  # the user frees space, and resumes (in this process: the command's own is the first run's)
+    resumed = cli_main(capsys, "run", "--resume", str(run_dir), "--quiet", "--json")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     (task,) = json.loads(resumed.stdout.strip().splitlines()[-1])["tasks"].values()
     assert task["evaluations"] == budget
