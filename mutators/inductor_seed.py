@@ -113,6 +113,7 @@ class InductorCapture:
     device: str = ""
     torch_version: str = ""
     task: str = ""
+    sm_count: int = 0  # the capturing GPU's multiprocessors (0: unknown, a CPU): where a GEMM's tiles fill it
     # The main shape's own compile (torch.compile's default, static: sizes, strides and layout choices as
     # constants), a capture of the same form as a dict; None where there is none (``main_failure`` says why).
     main: dict[str, Any] | None = None
@@ -266,7 +267,42 @@ def _gemm_template(fn: ast.FunctionDef, constants: dict[str, int], signature: as
     elif dtypes == {"*fp32"} and "ALLOW_TF32" in constants and _TEMPLATE_DOT in text:
         precision = "tf32" if constants["ALLOW_TF32"] else "ieee"
     return {**sizes, "tiles": {t: constants[t] for t in _TILES}, "even_k": bool(constants.get("EVEN_K", 0)),
-            "precision": precision, "precisions": list(PRECISIONS)}
+            "precision": precision, "precisions": list(PRECISIONS), "split_k": _split_k_output(fn, signature)}
+
+
+#: The mm template's K loop, and a store of the accumulator as it is (no epilogue fused after the GEMM).
+_K_LOOP = re.compile(r"^([ \t]*)for k_idx in range\(0, tl\.cdiv\(K, BLOCK_K\)\):[ \t]*$", re.MULTILINE)
+_PLAIN_STORE = re.compile(r"^([ \t]*)tl\.store\((out_ptr\d+) \+ (.*), acc, mask\)[ \t]*$", re.MULTILINE)
+#: The split-K values offered (each split at least one BLOCK_K of 16), and the most a start takes.
+_SPLITS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _split_k_output(fn: ast.FunctionDef, signature: ast.expr | None) -> str | None:
+    """The output pointer of an mm template that can split K over programs (``SPLIT_K``): one program axis (not a
+    bmm's batch axis), its K loop Inductor's, one store, of the fp32 accumulator unchanged into an fp32 output,
+    so partial sums may be added atomically; else None (an epilogue fused after the GEMM needs the whole sum)."""
+    text = ast.unparse(fn)
+    stores = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and _dotted(n.func) == "tl.store"]
+    if ("tl.program_id(1)" in text or "tl.program_id(2)" in text or len(stores) != 1 or len(stores[0].args) != 3
+            or ast.unparse(stores[0].args[1]) != "acc" or "for k_idx in range(0, tl.cdiv(K, BLOCK_K))" not in text):
+        return None
+    target = stores[0].args[0]
+    out = target.left.id if isinstance(target, ast.BinOp) and isinstance(target.left, ast.Name) else None
+    types = ({k.value: v.value for k, v in zip(signature.keys, signature.values, strict=True)
+              if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)} if isinstance(signature, ast.Dict) else {})
+    return out if out and types.get(out) == "*fp32" else None
+
+
+def _split_k_start(info: dict[str, Any], sm_count: int) -> int:
+    """SPLIT_K's start: 1, or where the output tiles alone would leave the GPU's multiprocessors idle (L1/6: 256 x
+    256 out of K = 524288, 32 tiles for 132 SMs) the fewest splits that give every multiprocessor a program, while
+    each split keeps at least eight BLOCK_K steps."""
+    tiles = -(-info["M"] // info["tiles"]["BLOCK_M"]) * -(-info["N"] // info["tiles"]["BLOCK_N"])
+    k_steps = -(-info["K"] // info["tiles"]["BLOCK_K"])
+    split = 1
+    while sm_count and tiles * split < sm_count and k_steps // (split * 2) >= 8 and split < _SPLITS[-1]:
+        split *= 2
+    return split
 
 
 def _tunable_template(kernel: _Kernel) -> str:
@@ -280,6 +316,21 @@ def _tunable_template(kernel: _Kernel) -> str:
         source = re.sub(rf"^[ \t]*{name}\s*:\s*tl\.constexpr\s*=\s*[^\n]*\n", "", source, count=1, flags=re.MULTILINE)
     if info["precision"]:
         source = _DOT_PRECISION.sub("input_precision=PRECISION", source.replace(_TEMPLATE_DOT, "input_precision=PRECISION"))
+    if info.get("split_k") and _K_LOOP.search(source) and _PLAIN_STORE.search(source):
+        # K split over the grid's second axis in whole BLOCK_K steps (EVEN_K's unmasked loads stay in bounds); each
+        # split adds its partial sum into the output, which the launch zeroes first. SPLIT_K = 1 is Inductor's kernel.
+        names.append("SPLIT_K")
+        source = _K_LOOP.sub(lambda m: (
+            f"{m[1]}k_lo = 0\n{m[1]}k_hi = tl.cdiv(K, BLOCK_K)\n{m[1]}if SPLIT_K > 1:\n"
+            f"{m[1]}    k_per_split = tl.cdiv(k_hi, SPLIT_K)\n"
+            f"{m[1]}    k_lo = tl.program_id(1) * k_per_split\n"
+            f"{m[1]}    k_hi = tl.minimum(k_lo + k_per_split, k_hi)\n"
+            f"{m[1]}for k_idx in range(k_lo, k_hi):"), source, count=1)
+        source = _PLAIN_STORE.sub(lambda m: (
+            f"{m[1]}if SPLIT_K == 1:\n{m[1]}    tl.store({m[2]} + {m[3]}, acc, mask)\n{m[1]}else:\n"
+            f"{m[1]}    tl.atomic_add({m[2]} + {m[3]}, acc, mask, sem=\"relaxed\")"), source, count=1)
+    else:
+        info["split_k"] = None
     extra = ", ".join(f"{n}: tl.constexpr" for n in names)
     return re.sub(rf"^def {kernel.name}\((.*?)\):", lambda m: f"def {kernel.name}({m.group(1)}, {extra}):", source,
                   count=1, flags=re.MULTILINE | re.DOTALL)
@@ -430,6 +481,12 @@ class _CallRewrite(ast.NodeTransformer):
             info = kernel.template
             grid[0] = (f"triton.cdiv({info['M']}, {self._value(keys['BLOCK_M'])}) * "
                        f"triton.cdiv({info['N']}, {self._value(keys['BLOCK_N'])})")
+            if info.get("split_k") and "SPLIT_K" in keys:
+                split = self._value(keys["SPLIT_K"])
+                grid[1] = split
+                at = kernel.params.index(info["split_k"])
+                out = ast.unparse(args[at])
+                args[at] = ast.parse(f"({out}.zero_() if {split} > 1 else {out})", mode="eval").body
         return self._launch_with(name, f"({', '.join(grid)},)", args, keys)
 
     def _launch_with(self, name: str, grid: str, args: list[ast.expr], keys: dict[str, str]) -> ast.Expr:
@@ -492,6 +549,8 @@ def _template_values(kernel: _Kernel, launch: dict[str, Any]) -> dict[str, tuple
         out[arg] = (launch[arg], value_range(arg, int(launch[arg])))
     if info["precision"]:
         out["PRECISION"] = (info["precision"], list(info["precisions"]))
+    if info.get("split_k"):
+        out["SPLIT_K"] = (info["split_k_start"], [s for s in _SPLITS if s == 1 or info["K"] // s >= 16])
     return out
 
 
@@ -578,6 +637,8 @@ def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: boo
         if kernel.grid_type == "FixedGrid" and kernel.kind == "template":
             if kernel.template is not None:
                 kernel.source = _tunable_template(kernel)
+                if kernel.template["split_k"]:
+                    kernel.template["split_k_start"] = _split_k_start(kernel.template, capture.sm_count)
                 if kernel.template["precision"] == "tf32":  # autotuned with TF32 on: the tiles, not the precision
                     kernel.template["precision"] = "ieee"
                 if capture.device.startswith("cuda"):
@@ -1002,7 +1063,9 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
                                model_source=_model_source(task_path) if has_state else "",
                                device_arg=tensors[0] if tensors else "", configs=_launch_configs(output_code, chosen),
                                helpers={n: helpers[n] for n in sorted(needed) if n in helpers}, device=device,
-                               torch_version=torch.__version__, task=str(task_path))
+                               torch_version=torch.__version__, task=str(task_path),
+                               sm_count=(torch.cuda.get_device_properties(0).multi_processor_count
+                                         if device.startswith("cuda") else 0))
 
     result = made(code, sources)
     if main_shape:

@@ -539,10 +539,33 @@ def test_a_gemm_whose_k_dwarfs_m_and_n_still_gets_a_template_main_path(tmp_path,
     assert "triton-gemm" in [v["name"] for v in capture.variants], capture.variants
     source = seed_from_capture(capture)
     assert "def forward_main_shape" in source and "torch.mm" not in source
-    space, _ = declared_space(source)
-    assert {"BLOCK_M", "BLOCK_K", "PRECISION"} <= set(space), space
-    result = _judge(interpreter_evaluator, Task.load("L1/6", overrides=small), source)
+    space, params = declared_space(source)
+    assert {"BLOCK_M", "BLOCK_K", "PRECISION", "SPLIT_K"} <= set(space), space
+    assert params["SPLIT_K"] == 1 and {2, 4, 8, 16, 32, 64} <= set(space["SPLIT_K"]), space  # a CPU: no SMs to fill
+    task = Task.load("L1/6", overrides=small)
+    result = _judge(interpreter_evaluator, task, source)
     assert result.ok, result.message
+    # K split over programs, each adding its partial sum into the zeroed output: the same GEMM, at the main shape
+    # and (the generic path) at the odd ones; at 64 splits of K = 1024 some splits get one BLOCK_K step, or none.
+    for split in (4, 64):
+        moved = interpreter_evaluator.evaluate(task, Candidate.from_source(
+            source, task=task.name, operator="inductor-seed", params=dict(params, SPLIT_K=split, BLOCK_K=16)))
+        assert moved.ok, moved.message
+
+
+def test_split_k_starts_where_the_output_tiles_leave_the_gpu_idle_and_never_after_an_epilogue():
+    """SPLIT_K's start fills the capturing GPU's multiprocessors where the output tiles alone cannot (on the H200 L1/6,
+    a 256x256 output over K = 524288 in 32 tiles, ran 0.11x torch.compile); a GEMM with many tiles starts at 1.
+    Adversarial: a template with an epilogue fused after the GEMM (L2/76's add and ReLU) must not split K, since
+    ReLU of a partial sum is not a partial sum of the ReLU."""
+    from evoforge.mutators.inductor_seed import _split_k_start
+
+    info = {"M": 256, "N": 256, "K": 524288, "tiles": {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32}}
+    assert _split_k_start(info, 132) == 8 and _split_k_start(info, 0) == 1
+    assert _split_k_start(dict(info, M=4096, N=4096), 132) == 1
+    assert _split_k_start(dict(info, K=256), 132) == 1  # eight BLOCK_K steps in all: nothing to split
+    fused = seed_from_capture(_capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json"))
+    assert "SPLIT_K" not in declared_space(fused)[0] and "atomic_add" not in fused
 
 
 def test_the_gemm_builds_are_the_first_variants_a_campaign_evaluates(tmp_path):
