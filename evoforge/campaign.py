@@ -17,18 +17,16 @@ strategy with a ``decision(candidate)`` method has what it decided about each ch
 from __future__ import annotations
 
 import asyncio
-import functools
-import itertools
 import json
 import logging
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evoforge import stopping
 from evoforge.backends.precheck import precheck
 from evoforge.config import CampaignConfig, validate_config
 from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, EvalStatus, UsageError, json_safe
@@ -40,6 +38,7 @@ from evoforge.search.cache import ResultCache
 from evoforge.search.store import OptunaStore, atomic_write, redact_url
 from evoforge.task import Task
 from evoforge.task_start import KNOWLEDGE_START
+from evoforge.task_state import TaskState
 
 if TYPE_CHECKING:
     from evoforge.search.pool import PoolShare  # ray is imported when the pool starts, not with the campaign
@@ -60,101 +59,11 @@ class _Failed:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-#: The most configurations of a seed's SPACE a task that stops early counts through (``Campaign._coverage``; the
-#: hard rules take about half a millisecond a configuration).
-COUNTABLE_SPACE = 10_000
-
 #: The study attribute that holds torch.compile's baseline for the task (the EvalResult as JSON); ``compile_ms`` and
 #: ``compile_speedup`` beside it for the dashboard.
 BASELINE_ATTR = "compile_baseline"
 #: The pool's key of a baseline job (the task's name beside it).
 BASELINE_JOB = "torch.compile"
-
-#: Evaluations of one task the judge itself runs out of device memory on, its first among them, before the task
-#: stops (one may be a neighbour's evaluation holding the memory for a moment; two say the task does not fit).
-JUDGE_OOM_STOP = 2
-
-
-@dataclass
-class TaskState:
-    """What the campaign knows about one task: every evaluated child, in order."""
-
-    task: Task
-    strategy: Strategy
-    seed: Candidate
-    history: list[tuple[Candidate, EvalResult]] = field(default_factory=list)
-    statuses: Counter[str] = field(default_factory=Counter)
-    correct_steps: dict[str, int] = field(default_factory=dict)  # candidate id -> correct steps in its lineage
-    results: dict[str, EvalResult] = field(default_factory=dict)  # candidate id -> its evaluation (no no-child)
-    proposals: int = 0  # children asked of operators so far (each gets its own context seed)
-    in_flight: int = 0
-    first_correct_at: int | None = None
-    illegal_skipped: int = 0  # parameter proposals outside the knowledge base's legal space
-    starts: list[Candidate] = field(default_factory=list)  # knowledge starts still to send (after the seed)
-    submitted: set[str] = field(default_factory=set)  # ids of children sent to be evaluated (or served) this run
-    repeats_skipped: int = 0  # children identical to one evaluated or under way, not evaluated again
-    repeats_waiting: dict[str, list[Candidate]] = field(default_factory=dict)  # id under way -> its repeats, untold
-    judge_out_of_memory: int = 0  # evaluations the judge itself could not hold in the device's memory
-    baseline: EvalResult | None = None  # torch.compile's default build of the reference, timed (compile_baseline)
-
-    @property
-    def compile_speedup(self) -> float | None:
-        """torch.compile's speedup over the reference, where its baseline was timed."""
-        b = self.baseline
-        return b.speedup if b is not None and b.ok and b.speedup else None
-
-    def vs_compile(self, result: EvalResult | None) -> float | None:
-        """A correct result's speed over torch.compile's build: its speedup over the reference divided by
-        torch.compile's, each timed against the reference in its own evaluation (so a drift of the device's clocks
-        between the two cancels)."""
-        if result is None or not result.ok or not result.speedup or not self.compile_speedup:
-            return None
-        return result.speedup / self.compile_speedup
-
-    @property
-    def evaluations(self) -> int:
-        return len(self.history)
-
-    @property
-    def seed_is_reference(self) -> bool:
-        """No kernel to start from: the task's reference stands in, and the first kernel is generated."""
-        return bool(self.seed.meta.get("reference"))
-
-    def best(self) -> tuple[Candidate, EvalResult] | None:
-        ok = [(c, r) for c, r in self.history if r.ok and r.speedup is not None and not r.below_floor]
-        return max(ok, key=lambda cr: cr[1].speedup) if ok else None
-
-    def top(self, k: int = 4) -> tuple[tuple[Candidate, EvalResult], ...]:
-        ok = sorted(((c, r) for c, r in self.history if r.ok and r.speedup is not None),
-                    key=lambda cr: -cr[1].speedup)
-        seen, out = set(), []
-        for c, r in ok:  # diverse: one per structure
-            if c.structure_id not in seen:
-                seen.add(c.structure_id)
-                out.append((c, r))
-            if len(out) == k:
-                break
-        return tuple(out)
-
-
-def _config_key(params: dict[str, Any], space: dict[str, list[Any]]) -> str:
-    return json.dumps([params.get(name) for name in space], default=str)
-
-
-@functools.lru_cache(maxsize=64)
-def _legal_configs(source: str, space_json: str, arch: str, knowledge_on: bool) -> frozenset[str] | None:
-    """The configs of a SPACE (``_config_key``) its hard rules allow on ``arch`` (all of them with the knowledge
-    base off); None for a SPACE with nothing to tune or too large to count (``COUNTABLE_SPACE``)."""
-    import math
-
-    from evoforge import knowledge
-
-    space = json.loads(space_json)
-    if not any(len(v) > 1 for v in space.values()) or math.prod(len(v) for v in space.values()) > COUNTABLE_SPACE:
-        return None
-    configs = (knowledge.legal_configs(space, arch, source=source) if knowledge_on
-               else [dict(zip(space, values, strict=True)) for values in itertools.product(*space.values())])
-    return frozenset(_config_key(c, space) for c in configs)
 
 
 def _stderr_line(text: str) -> None:
@@ -579,10 +488,10 @@ class Campaign:
         state.strategy.tell(child, replace(result, details={**result.details, REPEAT: True}))
 
     def _count_repeat(self, state: TaskState, *, others_in_flight: int) -> None:
-        """A task whose every legal config is evaluated stops at its first repeat after that (``_covered``);
+        """A task whose every legal config is evaluated stops at its first repeat after that (``stopping.covered``);
         past four times the budget of repeats, with nothing else under way, any task stops."""
         state.repeats_skipped += 1
-        if self._covered(state) or (state.repeats_skipped >= 4 * max(8, self.config.budget_evals)
+        if stopping.covered(state, self.config, list(self.mutators)) or (state.repeats_skipped >= 4 * max(8, self.config.budget_evals)
                                     and others_in_flight <= 0):
             self._stop(state)
 
@@ -606,7 +515,7 @@ class Campaign:
             # Only where the task's own first evaluation (its seed, not a child) did not fit either: a child that
             # hoards the device's memory in its process could otherwise stop its task for every child after it.
             first = state.history[0][1]
-            if state.judge_out_of_memory >= JUDGE_OOM_STOP and first.details.get("judge_out_of_memory"):
+            if state.judge_out_of_memory >= stopping.JUDGE_OOM_STOP and first.details.get("judge_out_of_memory"):
                 self._stop_out_of_memory(state)
         if record:
             assert self.store is not None
@@ -810,90 +719,19 @@ class Campaign:
         """A task whose strategy has nothing left to propose (and nothing in flight to learn from) stops before its
         budget: said once, and in the summary, so a short campaign is not a mystery: what was tried and what going
         on would need."""
-        name = state.task.name
-        if name in self.stopped:
-            return
-        tried = ", ".join(f"{op} {n}" for op, n in Counter(c.operator for c, _ in state.history).items())
-        strategy = state.strategy
-        if getattr(strategy, "finished", False) and getattr(strategy, "then", "") == "stop":
-            self.stopped[name] = (
-                f"the {self.config.strategy} strategy finished its loop after {state.evaluations} of "
-                f"{self.config.budget_evals} evaluations (tried {tried or 'nothing'}) and was told to stop there; "
-                "going on needs --strategy-option then=tune (the parameter tuner takes the rest of the budget) or "
-                "more of its steps (--strategy-option steps=N)")
-            log.warning("task %s: stopped early: %s", name, self.stopped[name])
-            return
-        ops = [op for op in self.mutators if family_of(op) != LLM]
-        space = state.seed.space
-        dims = "x".join(str(len(v)) for v in space.values())
-        coverage = self._coverage(state)
-        legal = "legal " if self.config.knowledge else ""
-        what = "nothing left to try"
-        needs = []
-        if not any(len(v) > 1 for v in space.values()):
-            needs.append("a SPACE in the seed (SPACE/PARAMS, or launch constants written as literals that can be "
-                         "lifted)")
-        elif coverage is not None and coverage[0] >= coverage[1]:
-            what = (f"the {legal}space of {coverage[1]} configurations is covered: {coverage[0]} distinct "
-                    f"configurations evaluated of {coverage[1]} {legal}ones")
-            needs.append(f"a larger SPACE in the seed (its {dims} hold {coverage[1]} {legal}configurations, each "
-                         "evaluated)")
-        elif coverage is not None:
-            what = (f"nothing left to try: {coverage[0]} distinct configurations evaluated of {coverage[1]} "
-                    f"{legal}ones")
-            if PARAMS not in self.config.operators:
-                needs.append(f"params in --operators (the tuner proposes the {coverage[1] - coverage[0]} {legal}"
-                             "configurations the operators did not reach)")
-        if not any(family_of(op) == LLM for op in self.mutators):
-            needs.append("an LLM endpoint (--llm-model NAME --llm-base-url URL)")
-        n = state.repeats_skipped
-        repeats = f", {n} proposal{'s' if n != 1 else ''} repeated a configuration already evaluated" if n else ""
-        self.stopped[name] = (
-            f"the {self.config.strategy} strategy had no new candidate to propose after {state.evaluations} of "
-            f"{self.config.budget_evals} evaluations: {what} (tried {tried or 'nothing'}{repeats}; operators "
-            f"{', '.join(self.config.operators)}{' (none applies to the seed)' if not ops else ''}); going on needs "
-            f"{' or '.join(needs) or 'other operators'}")
-        log.warning("task %s: stopped early: %s", name, self.stopped[name])
-
-    def _coverage(self, state: TaskState) -> tuple[int, int] | None:
-        """How many distinct configs of the seed's SPACE were evaluated, of how many its hard rules allow (every
-        one with the knowledge base off): what a task that stops for want of proposals has covered. None where
-        the SPACE is too large to count (``COUNTABLE_SPACE``)."""
-        from evoforge.core import declared_space
-
-        seed = state.seed
-        declared, defaults = declared_space(seed.source)
-        space = seed.space or declared
-        legal = _legal_configs(seed.source, json.dumps(space, default=str), self.config.arch, self.config.knowledge)
-        if legal is None:
-            return None
-        done = {_config_key({**defaults, **c.params}, space) for c, _ in state.history
-                if not c.meta.get("no_child") and c.structure_id == seed.structure_id}
-        return len(done & legal), len(legal)
-
-    def _covered(self, state: TaskState) -> bool:
-        """Whether nothing an operator of this campaign can make is new: no LLM operator (the rule operators only
-        set parameters), one structure evaluated, and every legal config of its SPACE evaluated."""
-        if any(family_of(op) == LLM for op in self.mutators) or any(
-                c.structure_id != state.seed.structure_id for c, _ in state.history if not c.meta.get("no_child")):
-            return False
-        coverage = self._coverage(state)
-        return coverage is not None and coverage[0] >= coverage[1]
+        self._stopped(state, stopping.nothing_to_propose(state, self.config, list(self.mutators)))
 
     def _stop_out_of_memory(self, state: TaskState) -> None:
-        """The judge could not hold the task's evaluations in the device's memory (its inputs, the reference's
-        outputs, the comparison, beside the candidate's process): every further child would fail the same way and
-        be recorded as if it were the child's fault. Said once, with what going on would need."""
+        """The judge could not hold the task's evaluations in the device's memory: said once, with what going on
+        would need."""
+        self._stopped(state, stopping.judge_out_of_memory(state, self._input_bytes.get(state.task.name, 0)))
+
+    def _stopped(self, state: TaskState, why: str) -> None:
         name = state.task.name
         if name in self.stopped:
             return
-        gib = self._input_bytes.get(name, 0) / 2**30
-        size = f"its inputs are {gib:.1f} GiB; " if gib >= 0.05 else ""
-        self.stopped[name] = (
-            f"the judge ran out of the device's memory on {state.judge_out_of_memory} evaluations of this task "
-            f"({size}the judge holds several times that beside the candidate's process): going on needs a smaller "
-            "shape (--set), one evaluator per device (--evaluators-per-device 1), or a device with more memory")
-        log.warning("task %s: stopped early: %s", name, self.stopped[name])
+        self.stopped[name] = why
+        log.warning("task %s: stopped early: %s", name, why)
 
     def stop_reason(self, state: TaskState) -> str | None:
         """Why a task ended before its budget, in one line (None: it had its budget)."""
@@ -902,8 +740,7 @@ class Campaign:
         if state.task.name in self.stopped:
             return self.stopped[state.task.name]
         if self.out_of_time():
-            return (f"stopped after {state.evaluations} of {self.config.budget_evals} evaluations: the time budget "
-                    f"({self.config.budget_minutes:g} min) ran out")
+            return stopping.out_of_time(state, self.config)
         return None
 
     def _save_state(self) -> None:

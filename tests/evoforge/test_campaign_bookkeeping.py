@@ -20,10 +20,11 @@ from evoforge.search.base import Proposal
 from evoforge.search.store import OptunaStore
 from evoforge.search.strategies import get_strategy
 
-from evoforge.campaign import Campaign, TaskState
+from evoforge.campaign import Campaign
 from evoforge.config import CampaignConfig, TaskConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from evoforge.task import Task
+from evoforge.task_state import TaskState
 from tests.conftest import FIXTURES
 from tests.scriptedllm import ScriptedLLM
 

@@ -39,7 +39,8 @@ def _cute_replies():
 def _campaign(tmp_path, server, task: TaskConfig):
     from evoforge.backends.base import available_backend
 
-    from evoforge.campaign import Campaign, TaskState
+    from evoforge.campaign import Campaign
+    from evoforge.task_state import TaskState
 
     config = CampaignConfig(name="cute-llm", out=str(tmp_path / "run"), tasks=[task], backend="interpreter",
                             arch="nvidia-sm90", operators=list(LLM_OPERATORS),

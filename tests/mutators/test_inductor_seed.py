@@ -509,9 +509,8 @@ def test_only_fp32_gemms_are_written_as_three_tf32_passes_and_the_templates_are_
     and after the build Inductor's templates render as Inductor wrote them (a later compile in the same process,
     the exact-tiles variant's, must not inherit the rewrite)."""
     import torch
-    from torch._inductor.select_algorithm import TritonTemplate
-
     from evoforge.mutators.inductor_seed import _fp32_only, _tf32x3_dots
+    from torch._inductor.select_algorithm import TritonTemplate
 
     linear = torch.nn.Linear(4, 4)
     assert _fp32_only(linear, [torch.ones(2, 4)])
