@@ -29,7 +29,10 @@ slice select unsqueeze squeeze flatten unflatten unbind split split_with_sizes c
 _reshape_alias view_as movedim numpy_T _local_scalar_dense item is_same_size stride size sym_size
 sym_stride sym_numel numel dim is_contiguous arange scalar_tensor _has_compatible_shallow_copy_type
 lift_fresh_copy _to_dense record_stream cat stack diagonal unfold select_scatter slice_scatter
+randint
 """.split())
+# ``randint``: a draw from torch's generator, as Inductor's code draws the seed of its kernels' random numbers
+# (dropout: ``aten.randint.low_out`` into a one-element seed buffer), so torch.manual_seed governs them; no compute.
 
 # Compute a kernel must do itself whatever the reference uses: never allowed in a candidate's forward.
 HEAVY_OPS = frozenset("""

@@ -41,6 +41,10 @@ EXTERN_OPS = {"mm": "torch.mm", "bmm": "torch.bmm", "addmm": "torch.addmm", "bad
               "convolution": "torch.convolution", "_int_mm": "torch._int_mm"}
 _DROPPED_CALLS = {"assert_size_stride", "assert_alignment", "get_raw_stream", "torch.cuda.set_device",
                   "torch.xpu.set_device"}
+#: Ops of Inductor's code that draw the seed its kernels' random numbers start from (dropout's
+#: ``aten.randint.low_out`` into a one-element buffer): no compute, and allowed under every rule, as the chain's
+#: guard allows them (``backends/guards.py`` SAFE_OPS).
+_SEED_DRAWS = frozenset({"randint"})
 _ALLOCATORS = re.compile(r"^empty_strided(_cpu|_cuda|_xpu)?$")
 _GRIDS = ("Grid1D", "Grid2D", "Grid3D", "Grid2DWithYZOverflow")
 _BLOCKS = {"x": "XBLOCK", "y": "YBLOCK", "z": "ZBLOCK"}
@@ -437,7 +441,10 @@ class _CallRewrite(ast.NodeTransformer):
             node.func = ast.parse("torch.as_strided", mode="eval").body
         elif name.startswith(("extern_kernels.", "aten.", "torch.ops.aten.")):
             op = name.split(".")[1] if name.startswith(("extern_kernels.", "aten.")) else name.split(".")[3]
-            if op not in self.allow_ops and f"aten.{op}" not in self.allow_ops:
+            if op in _SEED_DRAWS:  # the seed of the kernels' own random numbers, from torch's generator
+                if name.startswith("aten."):
+                    node.func = ast.parse("torch.ops." + name, mode="eval").body
+            elif op not in self.allow_ops and f"aten.{op}" not in self.allow_ops:
                 self.vendor.append(op)
             elif name.startswith("extern_kernels.") and op in EXTERN_OPS:
                 node.func = ast.parse(EXTERN_OPS[op], mode="eval").body

@@ -574,3 +574,41 @@ def test_the_gemm_builds_are_the_first_variants_a_campaign_evaluates(tmp_path):
     capture = _capture_live(tmp_path, "L2/55", {"batch_size": 8, "in_features": 32, "out_features": 16})
     names = [v["name"] for v in capture.variants]
     assert names[:2] == ["triton-gemm", "triton-gemm-exact-tiles"] and len(names) > 2, names
+
+
+def test_dropouts_seed_draw_is_no_vendor_call_and_the_task_starts_under_the_strict_rule(tmp_path, interpreter_evaluator):
+    """L2/66 (Matmul, Dropout, Softmax): Inductor draws its dropout's seed with ``aten.randint.low_out`` from torch's
+    generator; that draw was taken for a vendor call, so the task had no seed under the strict rule (nor under the
+    issue-R sample's vendor rule of GEMM and convolution ops). It is no compute: the seed keeps it and passes the
+    chain. Adversarial: a candidate that draws with randint and leaves its compute to torch is still refused."""
+    from evoforge.task import Task
+
+    small = {"batch_size": 8, "in_features": 32, "out_features": 16}
+    capture = _capture_live(tmp_path, "L2/66", small)
+    assert "randint" in capture.output_code
+    source = seed_from_capture(capture)
+    assert "torch.ops.aten.randint.low_out" in source and "torch.addmm" not in source
+    task = Task.load("L2/66", overrides=small)
+    result = _judge(interpreter_evaluator, task, source)
+    assert result.ok, result.message
+    cheat = task.source + '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        torch.randint(0, 10, (1,), device=x.device)
+        y = super().forward(x).contiguous()
+        out = torch.empty_like(y)
+        _copy[(triton.cdiv(y.numel(), 256),)](y, out, y.numel(), BLOCK=256)
+        return out
+'''
+    refused = _judge(interpreter_evaluator, task, cheat)
+    assert not refused.ok and "addmm" in refused.message, refused.message
