@@ -753,6 +753,7 @@ class Campaign:
     # ---------------------------------------------------------------- the end
     def finish(self) -> dict[str, Any]:
         from evoforge.export import export_best
+        from evoforge.summary import compile_figures, task_summary
 
         self._last_save = 0.0
         self._save_state()
@@ -764,50 +765,13 @@ class Campaign:
             seed_result = state.results.get(state.seed.id)
             exported = export_best(self.run_dir, state.task, best, state.seed, seed_result,
                                    compile_speedup=state.compile_speedup)
-            summary["tasks"][name] = {
-                "language": state.seed.language,
-                "evaluations": state.evaluations, "statuses": dict(state.statuses),
-                "first_correct_at": state.first_correct_at,
-                "illegal_skipped": state.illegal_skipped,
-                "best_speedup": best[1].speedup if best else None,
-                "best_runtime_ms": best[1].runtime_ms if best else None,
-                "ref_ms": best[1].ref_ms if best else None,
-                "best_pct_of_floor": best[1].pct_of_floor if best else None,
-                "best_operator": best[0].operator if best else None,
-                **self._compile_figures(state, best[1] if best else None, seed_result),
-                "best_params": best[0].params if best else None,
-                "timing_representative": best[1].timing_representative if best else None,
-                "exported": exported,
-                "stopped_early": self.stop_reason(state),
-                "tokens": sum(int(c.meta.get("prompt_tokens", 0)) + int(c.meta.get("completion_tokens", 0))
-                              for c, _ in state.history),
-                "llm_calls": sum(1 for c, _ in state.history if "prompt_tokens" in c.meta),
-                "no_child": sum(1 for c, _ in state.history if c.meta.get("no_child")),
-                "compile_s": round(sum(float(r.compile_s or 0.0) for c, r in state.history if "build" in c.meta), 1),
-            }
-            report = getattr(state.strategy, "summary", None)
-            if callable(report):
-                summary["tasks"][name]["strategy"] = json_safe(report())
+            figures = compile_figures(state, best[1] if best else None, seed_result,
+                                      setting=self.config.compile_baseline, timed_here=self.times_compile())
+            summary["tasks"][name] = task_summary(state, exported=exported, stopped_early=self.stop_reason(state),
+                                                  compile=figures)
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         self._write_notes()
         return summary
-
-    def _compile_figures(self, state: TaskState, best: EvalResult | None,
-                         seed_result: EvalResult | None) -> dict[str, Any]:
-        """The task's figures beside torch.compile's build: its time, its speedup over the reference, the best
-        kernel's and the seed's speed over it; where it was not timed, why."""
-        baseline = state.baseline
-        if baseline is None:
-            why = ("not timed (--compile-baseline off)" if self.config.compile_baseline == "off" else
-                   "not timed on the interpreter (its times say nothing of a GPU; --compile-baseline on times it)"
-                   if not self.times_compile() else "not timed (the campaign ended first)")
-        else:
-            why = "timed" if state.compile_speedup else f"failed: {baseline.message}"
-        return {"compile_ms": baseline.runtime_ms if state.compile_speedup and baseline else None,
-                "compile_speedup": state.compile_speedup, "vs_compile": state.vs_compile(best),
-                "seed_vs_compile": state.vs_compile(seed_result), "compile_baseline": why,
-                # whether torch.compile's own result passes the chain's comparison (cuDNN's TF32 convolutions may not)
-                "compile_correct": baseline.details.get("correct") if baseline is not None and baseline.ok else None}
 
     def _write_notes(self) -> None:
         """Each study's note for optuna-dashboard (what it is, how to read it), written by the campaign that
