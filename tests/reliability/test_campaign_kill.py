@@ -1,4 +1,5 @@
-"""``kill -9`` of a running campaign, then ``--resume``: nothing finished is lost or changed, nothing leaks.
+"""``kill -9`` of a running campaign, then ``--resume``: nothing finished is lost or changed, nothing leaks, and the
+resumed campaign spends the rest of its budget on configurations not evaluated before the kill.
 
 Real processes throughout: ``evoforge run`` in its own session (its Ray, its actors, their evaluation
 processes), killed with SIGKILL to the whole process group mid-campaign, then resumed by a second
@@ -31,7 +32,11 @@ except ImportError:
     pytest.skip("the search strategies (evoforge.search.strategies.get_strategy) are not in this checkout yet",
                 allow_module_level=True)
 
-BUDGET = 10  # below the 12 configurations the seed declares: the strategy cannot run dry
+# The seed's SPACE is 6x4: 24 configurations, each legal on the interpreter's nvidia-sm90. A budget below that: the
+# strategy cannot run dry, and the whole budget must go to distinct configurations (tests/evoforge/
+# test_campaign_budget.py holds fresh and resumed campaigns to the same).
+SEED = FIXTURES / "relu_space" / "six_by_four.py"
+BUDGET = 20
 KILL_AFTER = 4  # finished trials recorded before the kill
 CAMPAIGN = "killed"
 
@@ -48,11 +53,12 @@ timeout_s = 30
 trials = 2
 timing_budget_ms = 50
 seed = 7
-operators = ["params"]  # every child is a real evaluation: the kill lands mid-campaign
+# the default operators (params, rule): before issue V, a resumed rule:retune kept proposing the evaluated
+# neighbours of the best parents, and the campaign stopped short of its budget
 
 [[tasks]]
 spec = "L1/19"
-seed_kernel = "{FIXTURES / 'relu' / 'correct.py'}"
+seed_kernel = "{SEED}"
 set = {{batch_size = 4, dim = 1000}}
 """)
     return path
@@ -96,7 +102,7 @@ def _snapshot(trial: optuna.trial.FrozenTrial) -> tuple:
     return trial.number, trial.state, trial.values, trial.params, json.dumps(trial.user_attrs, sort_keys=True)
 
 
-def test_kill_9_mid_campaign_then_resume_loses_nothing(tmp_path):
+def test_kill_9_mid_campaign_then_resume_loses_nothing_and_spends_the_rest_on_new_configs(tmp_path):
     run_dir = tmp_path / "run"
     db = run_dir / "optuna.db"
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115
@@ -141,6 +147,10 @@ def test_kill_9_mid_campaign_then_resume_loses_nothing(tmp_path):
     assert len(trials) == BUDGET
     assert summary["tasks"][task]["evaluations"] == BUDGET
     assert sorted(t.number for t in trials) == list(range(BUDGET))
+    # The whole budget went to distinct configurations, before the kill and after it, and nothing stopped it early.
+    configs = [t.user_attrs["params"] for t in trials]
+    assert len(set(configs)) == BUDGET, configs
+    assert summary["tasks"][task]["stopped_early"] is None
 
     # Candidates and the result cache are intact: every trial has its candidate, every cache entry parses.
     store = OptunaStore(run_dir=run_dir, campaign=CAMPAIGN)
