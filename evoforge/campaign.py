@@ -22,15 +22,16 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evoforge import stopping
 from evoforge.backends.precheck import precheck
+from evoforge.children import ChildMaker, NoChild
 from evoforge.config import CampaignConfig, validate_config
 from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, EvalStatus, UsageError, json_safe
-from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationError, Mutator, NothingNew
+from evoforge.mutators.base import Mutator
 from evoforge.mutators.names import LLM, LLM_GENERATE, PARAMS
 from evoforge.mutators.registry import family_of
 from evoforge.search.base import REPEAT, Proposal, Store, Strategy
@@ -49,14 +50,6 @@ log = logging.getLogger("evoforge.campaign")
 #: artifacts, tokens and model are the store's own)
 RECORDED_META = ("no_child", "ticket", "reply_problem", "reply_kind", "finish_reason", "feedback",
                  "repair_attempts", "repaired_status", "repair_error", "stages_done", "build", "inductor_config")
-
-
-@dataclass(frozen=True)
-class _Failed:
-    """An operator that produced no child, and what it spent trying (prompt, reply, tokens)."""
-
-    result: EvalResult
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 #: The study attribute that holds torch.compile's baseline for the task (the EvalResult as JSON); ``compile_ms`` and
@@ -104,6 +97,11 @@ class Campaign:
         self.llm: Any = None
         self.elapsed_before_s = 0.0
         self._last_save = 0.0  # monotonic time of the last campaign_state.json write
+
+    @property
+    def maker(self) -> ChildMaker:
+        """Makes children of proposals with the campaign's operators as they are now."""
+        return ChildMaker(self.mutators, self.config)
 
     # ---------------------------------------------------------------- set-up
     def _load_tasks(self) -> list[tuple[Task, Candidate]]:
@@ -347,90 +345,6 @@ class Campaign:
         return (state.evaluations + state.in_flight < self.config.budget_evals and not self.out_of_time()
                 and state.task.name not in self.stopped)
 
-    def _context(self, state: TaskState, parent: Candidate | None, proposal: Proposal | None = None,
-                 number: int | None = None) -> MutationContext:
-        """What an operator may read. The parent's result is its own evaluation: a no-child recorded under its
-        id is no verdict on it. ``number`` (the proposal's) seeds the context, so two proposals made at once
-        still differ."""
-        parent_result = state.results.get(parent.id) if parent is not None else None
-        failures = tuple(Failure(c, r) for c, r in state.history[-20:]
-                         if not r.ok and not c.meta.get("no_child"))[-4:]
-        notes = tuple(str(n) for n in (proposal.meta.get("notes", ()) if proposal else ()))
-        return MutationContext(task_name=state.task.name, task_source=state.task.source, arch=self.config.arch,
-                               top=state.top(), failures=failures, parent_result=parent_result,
-                               lineage_correct_steps=state.correct_steps.get(parent.id, 0) if parent else 0,
-                               knowledge_enabled=self.config.knowledge,
-                               seed=self.config.seed + (state.evaluations if number is None else number),
-                               stage=proposal.stage if proposal else "", notes=notes, language=state.seed.language,
-                               evaluated=frozenset(state.submitted.union(state.results)))
-
-    async def _materialize(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
-        """Turn a proposal into a child, or into an ``invalid`` result saying why no child could be made."""
-        made = await self._make(state, proposal)
-        ticket = proposal.meta.get("ticket")
-        if ticket is None or isinstance(made, _Failed):
-            return made if ticket is None else _Failed(made.result, {**made.meta, "ticket": ticket})
-        return replace(made, meta={**made.meta, "ticket": ticket})
-
-    async def _make(self, state: TaskState, proposal: Proposal) -> Candidate | _Failed:
-        from evoforge.mutators.llm_client import scrub_secrets
-
-        number = state.proposals
-        state.proposals += 1
-        parents = proposal.parents or (state.seed,)
-        parent = parents[0]
-        if proposal.params is not None:
-            return parent.with_params(proposal.params, operator=proposal.operator or PARAMS,
-                                      parents=(parent.id,), stage=proposal.stage, meta={})
-        if proposal.operator in (SEED_OPERATOR, KNOWLEDGE_START):
-            return parent
-        mutator = self.mutators.get(proposal.operator)
-        if mutator is None:
-            return _Failed(EvalResult.failure(EvalStatus.INVALID,
-                                              f"no operator named {proposal.operator!r} in this campaign"))
-        context = self._context(state, parent, proposal, number)
-        if not mutator.applicable(parent, context.parent_result):
-            # Nothing for this operator to act on (no GROUP_M to toggle...): spend the slot on one that has.
-            child = await self._fallback(parent, context)
-            if child is None:
-                return _Failed(EvalResult.failure(EvalStatus.INVALID, f"{proposal.operator}: not applicable to "
-                                                  "this parent and no other operator applies"))
-            return replace(child, task=state.task.name)
-        try:
-            # llm-generate reads the reference: no kernel is its parent (the seed is what it must differ from)
-            given = tuple(proposal.parents) or ((state.seed,) if not state.seed_is_reference else ())
-            child = await mutator.propose(given if mutator.name == LLM_GENERATE else tuple(parents), context)
-        except MutationError as e:
-            return _Failed(EvalResult.failure(EvalStatus.INVALID, f"{proposal.operator}: {e}"),
-                           {**(getattr(e, "meta", {}) or {}), **({"nothing_new": True} if isinstance(e, NothingNew)
-                                                                else {})})
-        except LLMError as e:
-            # The endpoint failed, not the child: fall back to an operator that needs no LLM.
-            log.warning("%s unavailable (%s); falling back to a non-LLM operator", proposal.operator,
-                        scrub_secrets(str(e))[:200])
-            child = await self._fallback(parent, context)
-            if child is None:
-                return _Failed(EvalResult.failure(EvalStatus.INVALID, scrub_secrets(
-                    f"{proposal.operator}: the LLM is unavailable ({e}) and no other operator applies")[:1000]))
-        return replace(child, task=state.task.name)
-
-    async def _fallback(self, parent: Candidate, context: MutationContext) -> Candidate | None:
-        for name, mutator in self.mutators.items():
-            if family_of(name) == LLM or not mutator.applicable(parent, context.parent_result):
-                continue
-            try:
-                return await mutator.propose((parent,), context)
-            except MutationError:
-                continue
-        if parent.space:
-            import random
-
-            rng = random.Random(context.seed)
-            key = rng.choice(sorted(parent.space))
-            return parent.with_params({key: rng.choice(parent.space[key])}, operator=PARAMS,
-                                      parents=(parent.id,), meta={"fallback": True})
-        return None
-
     def _outside_legal_space(self, state: TaskState, child: Candidate) -> bool:
         """A parameter move into a config the hardware rules forbid is not a sample of the space at all.
 
@@ -469,7 +383,7 @@ class Campaign:
         state.submitted.add(child.id)
         return False
 
-    def _nothing_new(self, state: TaskState, proposal: Proposal, failed: _Failed) -> bool:
+    def _nothing_new(self, state: TaskState, proposal: Proposal, failed: NoChild) -> bool:
         """An operator whose every move from the parent lands on a config evaluated or under way (``NothingNew``)
         made no child and no failure: nothing is recorded or counted, and the strategy is told, as of a repeat."""
         if not failed.meta.get("nothing_new"):
@@ -532,7 +446,7 @@ class Campaign:
             self.store.record(state.task.name, candidate, result, extra_attrs=extra,
                               started_at=now if started_at is None else started_at, finished_at=now)
 
-    def _failed_proposal(self, state: TaskState, proposal: Proposal, failed: _Failed,
+    def _failed_proposal(self, state: TaskState, proposal: Proposal, failed: NoChild,
                          started_at: float | None = None) -> None:
         """Record an operator that made no child: the parent's source, the operator's name and why."""
         parent = (proposal.parents or (state.seed,))[0]
@@ -599,7 +513,7 @@ class Campaign:
                         proposal = proposals[0]
                     stalled = 0
                     state.in_flight += 1
-                    fut = asyncio.ensure_future(self._materialize(state, proposal))
+                    fut = asyncio.ensure_future(self.maker.materialize(state, proposal))
                     pending[fut], proposed_at[fut] = (state, proposal), time.time()
                     capacity -= 1
                 # Children that are ready go to the pool (or straight to the record).
@@ -609,7 +523,7 @@ class Campaign:
                     state, proposal = pending.pop(fut)
                     asked_at = proposed_at.pop(fut)
                     made = fut.result()
-                    if isinstance(made, _Failed):
+                    if isinstance(made, NoChild):
                         state.in_flight -= 1
                         if self._nothing_new(state, proposal, made):
                             told = True  # its operator's every move was evaluated: the strategy proposes again

@@ -53,7 +53,7 @@ def _campaign(run_dir, client: ScriptedLLM) -> tuple[Campaign, TaskState]:
 
 def _propose(campaign: Campaign, state: TaskState, operator: str, parent: Candidate):
     proposal = Proposal(operator=operator, parents=(parent,))
-    made = asyncio.run(campaign._materialize(state, proposal))
+    made = asyncio.run(campaign.maker.materialize(state, proposal))
     return proposal, made
 
 
@@ -68,7 +68,7 @@ def test_an_unchanged_reply_leaves_a_correct_parent_correct(tmp_path, operator: 
     assert not isinstance(made, Candidate) and "unchanged" in made.result.message
     campaign._failed_proposal(state, proposal, made)
 
-    context = campaign._context(state, seed)
+    context = campaign.maker.context(state, seed)
     assert context.parent_result is not None and context.parent_result.ok  # still the seed's own verdict
     assert context.lineage_correct_steps == 1  # the feedback delay keeps its count
     assert context.failures == ()  # a declined stage is no failure to show the model
@@ -94,7 +94,7 @@ def test_an_unchanged_reply_leaves_a_correct_parent_correct(tmp_path, operator: 
     # And a resumed campaign reads it the same way.
     again, again_state = _campaign(tmp_path / "run", ScriptedLLM())
     assert again.restore() == 2
-    resumed = again._context(again_state, again_state.seed)
+    resumed = again.maker.context(again_state, again_state.seed)
     assert resumed.parent_result.ok and resumed.lineage_correct_steps == 1
 
 

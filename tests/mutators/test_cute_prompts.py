@@ -89,7 +89,7 @@ def test_every_llm_operator_of_a_cute_campaign_prompts_in_cute(tmp_path, monkeyp
         children = {}
         for name in LLM_OPERATORS:
             before = len(server.chat_requests)
-            children[name] = asyncio.run(campaign._make(state, proposals[name]))
+            children[name] = asyncio.run(campaign.maker.make(state, proposals[name]))
             asked = server.chat_requests[before:]
             assert asked, f"{name} sent no request"
             for request in asked:
@@ -114,7 +114,7 @@ def test_generating_a_cute_kernel_from_the_reference_asks_for_cute(tmp_path, mon
         # no CuTe template serves softmax: the reference is the start, and the first kernel is generated
         campaign, state = _campaign(tmp_path, server, TaskConfig(spec="L1/23", language="cute"))
         assert state.seed_is_reference and state.seed.language == "cute"
-        child = asyncio.run(campaign._make(state, Proposal("llm-generate", parents=())))
+        child = asyncio.run(campaign.maker.make(state, Proposal("llm-generate", parents=())))
         assert isinstance(child, Candidate) and child.language == "cute"
         system, user = server.chat_requests[-1].messages
         _assert_cute_system(system["content"])
