@@ -24,6 +24,9 @@ eager and torch.compile's default (static) build.
     python3 experiments/benchmarks/kernelbench_vs_compile.py --summarize OUT1/vs_compile.jsonl ... \\
         --sample experiments/results/kernelbench/vs_compile_sample_2026-12-02.json --out DIR
     python3 experiments/benchmarks/kernelbench_vs_compile.py --smoke --out /tmp/vsc                     # CPU
+
+The GEMM family (issue S) runs the same way from its listed tasks (strict rule):
+``--sample experiments/results/kernelbench/gemm_family_tasks_2026-12-03.json --part K/N``.
 """
 
 from __future__ import annotations
@@ -334,8 +337,11 @@ def summarize(paths: list[Path], sample: Path | None, out: Path) -> str:
              + (f"; re-run, the later row kept: {', '.join(replaced)}." if replaced else ".")]
     if sample is not None and sample.exists():
         sel = json.loads(sample.read_text())
-        lines += ["", f"Sample: {sel['count']} tasks drawn with seed {sel['seed']} on {sel['date']} from a population "
-                  f"of {sel['population']} ({sel['population_rule']}); `{sample.name}`."]
+        if sel.get("listed"):  # a family listed whole, not a draw
+            lines += ["", f"Tasks: {sel['count']}, listed on {sel['date']}: {sel['population_rule']}; `{sample.name}`."]
+        else:
+            lines += ["", f"Sample: {sel['count']} tasks drawn with seed {sel['seed']} on {sel['date']} from a "
+                      f"population of {sel['population']} ({sel['population_rule']}); `{sample.name}`."]
     lines += ["", "Exported kernels (each task run as `evoforge run` with default options; re-timed in another "
               "process against eager and torch.compile's default static build):", "",
               f"- {figures(rows, 'best', n)}", f"- {figures(rows, 'seed', n)} (the seed alone, for comparison)"]

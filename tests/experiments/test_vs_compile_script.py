@@ -51,3 +51,16 @@ def test_the_tf32_off_build_is_not_credited_where_it_fails_the_check_too(tmp_pat
     text = _script().summarize([path], None, tmp_path / "out")
     held = next(line for line in text.splitlines() if line.startswith("- held instead"))
     assert "worst 0.750x" in held and "(fails the check)" in text
+
+
+def test_a_listed_family_is_summarised_as_listed_not_as_a_draw(tmp_path):
+    """The GEMM family's task list (issue S) runs through the same script; its summary says the tasks were listed."""
+    from tests.experiments.test_benchmarks import REPO
+
+    listed = REPO / "experiments" / "results" / "kernelbench" / "gemm_family_tasks_2026-12-03.json"
+    tasks = json.loads(listed.read_text())["tasks"]
+    assert len(tasks) == 54 and all(t["rule"] == "strict" and t["allow_ops"] == [] for t in tasks)
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(_row("L1/3", 1.1)) + "\n")
+    text = _script().summarize([path], listed, tmp_path / "out")
+    assert "Tasks: 54, listed on 2026-12-03" in text and "drawn with seed" not in text
