@@ -40,32 +40,34 @@ def _wait_results(pool: EvalPool, n: int = 1, timeout_s: float = 120.0) -> list[
     return out
 
 
-@pytest.mark.parametrize("how", ["os.kill", "ray.kill"])
-def test_actor_killed_mid_evaluation_is_crashed_and_the_pool_goes_on(how, relu_small, local_ray, tmp_path):
+def test_actor_killed_mid_evaluation_is_crashed_and_the_pool_goes_on(relu_small, local_ray, tmp_path):
+    """Killed from outside (``os.kill``), then its replacement killed through Ray (``ray.kill``): one pool, each kill
+    costs the one candidate, and the next candidate evaluates on the actor that replaces it."""
     pool = EvalPool(size=1, evaluator_kwargs=_pool_kwargs(), timeout_s=60, grace_s=60)
     try:
-        actor = pool.slots[0].actor
-        actor_pid = ray.get(actor.pid.remote(), timeout=120)
-        pidfile = tmp_path / "pids"
-        pool.submit("victim", relu_small, candidate("orphan_hang", PIDFILE=str(pidfile)))
-        # The kernel is running (and hanging) inside the actor's evaluation process, with a child of its own.
-        worker_pid, grandchild_pid = map(int, wait_for_file(pidfile, timeout_s=120).split())
-        if how == "os.kill":
-            os.kill(actor_pid, signal.SIGKILL)
-        else:
-            ray.kill(actor, no_restart=True)
+        for restarts, how in enumerate(("os.kill", "ray.kill"), start=1):
+            actor = pool.slots[0].actor
+            actor_pid = ray.get(actor.pid.remote(), timeout=120)
+            pidfile = tmp_path / f"pids-{how}"
+            pool.submit("victim", relu_small, candidate("orphan_hang", PIDFILE=str(pidfile)))
+            # The kernel is running (and hanging) inside the actor's evaluation process, with a child of its own.
+            worker_pid, grandchild_pid = map(int, wait_for_file(pidfile, timeout_s=120).split())
+            if how == "os.kill":
+                os.kill(actor_pid, signal.SIGKILL)
+            else:
+                ray.kill(actor, no_restart=True)
 
-        (key, victim, result, _worker), = _wait_results(pool, timeout_s=60)
-        assert key == "victim" and victim.params == {"PIDFILE": str(pidfile)}
-        assert result.status is EvalStatus.CRASHED, result.message
-        assert "actor died" in result.message
-        # Nothing of the dead actor keeps running: not the actor, its evaluation process, nor the kernel's child.
-        assert wait_gone([actor_pid, worker_pid, grandchild_pid], timeout_s=20) == []
-        assert pool.slots[0].restarts == 1 and pool.free() == 1
+            (key, victim, result, _worker), = _wait_results(pool, timeout_s=60)
+            assert key == "victim" and victim.params == {"PIDFILE": str(pidfile)}, how
+            assert result.status is EvalStatus.CRASHED, f"{how}: {result.message}"
+            assert "actor died" in result.message, how
+            # Nothing of the dead actor keeps running: not the actor, its evaluation process, nor the kernel's child.
+            assert wait_gone([actor_pid, worker_pid, grandchild_pid], timeout_s=20) == [], how
+            assert pool.slots[0].restarts == restarts and pool.free() == 1, how
 
-        pool.submit("next", relu_small, good())
-        (key, _c, after, _w), = _wait_results(pool)
-        assert key == "next" and after.status is EvalStatus.OK, after.message
+            pool.submit("next", relu_small, good())
+            (key, _c, after, _w), = _wait_results(pool)
+            assert key == "next" and after.status is EvalStatus.OK, f"{how}: {after.message}"
     finally:
         pool.shutdown()
 
