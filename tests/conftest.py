@@ -23,6 +23,18 @@ def kernelbench_dir() -> Path:
     return default_kernelbench_dir()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The suite runs real KernelBench tasks: without KernelBench it stops at once with one line saying how to give
+    it, not with a failure in every test that names a task (a clone in a folder of its own has no
+    ../shared/kernelbench beside it)."""
+    from evoforge.task import is_kernelbench, locate_kernelbench, ways_to_kernelbench
+
+    found = locate_kernelbench()
+    if found.path is None or not is_kernelbench(found.path):
+        where = f"{found.path} (from {found.how}) is not a KernelBench folder" if found.path else "none found"
+        pytest.exit(f"the tests need KernelBench's problems: {where}; {ways_to_kernelbench()}", returncode=2)
+
+
 @pytest.fixture(scope="session")
 def relu_task():
     from evoforge.task import Task, parse_shapes
