@@ -1,9 +1,12 @@
 """``evoforge kernelbench fetch``: KernelBench's levels 1 and 2 from a pinned release archive into the cache.
 
-The archive is downloaded to a temporary file beside the destination, its SHA-256 checked before anything is
-unpacked, and only the problem files of ``KernelBench/level1`` and ``KernelBench/level2`` (and the licence) are
-written, each by name, into a staging folder that takes the destination's place in two renames. A failed
-download, a checksum mismatch or an archive without the levels leaves the destination as it was.
+The archive is downloaded to a temporary file beside the destination, and only the problem files of
+``KernelBench/level1`` and ``KernelBench/level2`` (and the licence) are written, each by name, into a staging
+folder that takes the destination's place in two renames. What is verified: an archive given with ``--sha256`` by
+its bytes, before anything is unpacked; the pinned release by its content, the levels' problem files as unpacked
+(``levels_sha256``: each file's name and SHA-256), since GitHub's archives of a commit are made on request and
+their compressed bytes are not promised to stay the same while the files in them are. A failed download, a
+mismatch of either kind or an archive without the levels leaves the destination as it was.
 """
 
 from __future__ import annotations
@@ -32,10 +35,10 @@ from evoforge.task import kernelbench_cache_dir, locate_kernelbench
 # ScalingIntelligence/KernelBench at the commit whose level1/ and level2/ this project's tests and results use.
 PINNED_COMMIT = "423217d9fda91e0c2d67e4a43bf62f96f6d104f1"
 PINNED_URL = f"https://github.com/ScalingIntelligence/KernelBench/archive/{PINNED_COMMIT}.tar.gz"
-# SHA-256 of PINNED_URL's archive. TO BE FILLED on a machine that can reach GitHub (`sha256sum` of the download):
-# it was written where GitHub could not be reached. Until it is, the pinned archive is unpacked unverified, with
-# one warning line that prints its checksum (and `--sha256 HEX` verifies it); any other URL needs --sha256.
-PINNED_SHA256 = ""
+# ``levels_sha256`` of the pinned commit's KernelBench/level1 and level2 (200 problem files; computed from the commit's
+# tree, `git archive 423217d9 KernelBench/level1 KernelBench/level2`, which matches the copy this project's tests
+# and results use byte for byte). Any other URL needs --sha256 (of its archive's bytes).
+PINNED_LEVELS_SHA256 = "4144fa8463ddaebb264c23b0ba3f90aa6cd986e86c063b9ea4212d92fad13dde"
 LEVELS = ("level1", "level2")
 SOURCE_FILE = "SOURCE.json"  # written beside the levels: the URL, checksum and time of the fetch
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -49,14 +52,22 @@ class Fetched:
     verified: bool
 
 
+def levels_sha256(folder: Path) -> str:
+    """The content checksum of unpacked levels: SHA-256 over each problem file's ``levelN/name`` and SHA-256, in
+    name order (the archive's compression, timestamps and other files do not enter it)."""
+    lines = sorted(f"{path.parent.name}/{path.name}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n"
+                   for level in LEVELS for path in (folder / level).glob("*.py"))
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
 def _checked_sha256(url: str, sha256: str | None) -> str:
-    """The checksum the download must have ('' only for the pinned URL while its constant is unfilled)."""
+    """The checksum the download's bytes must have ('' for the pinned URL: its levels are checked instead)."""
     if sha256 is not None:
         if not _HEX64.match(sha256):
             raise UsageError(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits)")
         return sha256.lower()
     if url == PINNED_URL:
-        return PINNED_SHA256
+        return ""
     raise UsageError(f"--url {url}: give --sha256 HEX too (only the pinned archive's checksum is known to evoforge; "
                      "`sha256sum` of a copy you trust gives it)")
 
@@ -173,23 +184,26 @@ def fetch_kernelbench(url: str = PINNED_URL, *, sha256: str | None = None, dest:
         staging = Path(work) / "kernelbench"
         staging.mkdir()
         problems = _unpack(archive, staging)
+        content = levels_sha256(staging)
+        if not expected and content != PINNED_LEVELS_SHA256:
+            raise UsageError(f"kernelbench fetch: {url}'s level1/level2 problem files are not the pinned release's "
+                             f"(content sha256 {content}, expected {PINNED_LEVELS_SHA256}): {dest} left as it was "
+                             "(a changed or corrupted archive; check --url)")
         (staging / SOURCE_FILE).write_text(json.dumps(
-            {"url": url, "sha256": got, "verified": bool(expected), "levels": problems,
+            {"url": url, "sha256": got, "levels_sha256": content, "verified": True,
+             "verified_by": "archive sha256" if expected else "pinned levels' content", "levels": problems,
              "fetched": datetime.now(UTC).isoformat(timespec="seconds")}, indent=2))
         _replace_dir(staging, dest)
-    return Fetched(dest=dest, problems=problems, sha256=got, verified=bool(expected))
+    return Fetched(dest=dest, problems=problems, sha256=got, verified=True)
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     url = args.url or PINNED_URL
     dest = Path(args.dest) if args.dest else None
-    if url == PINNED_URL and args.sha256 is None and not PINNED_SHA256:
-        print(f"evoforge: warning: this evoforge does not yet record the pinned archive's sha256: {url} is unpacked "
-              "unverified (its sha256 is printed below; --sha256 HEX verifies it)", file=sys.stderr, flush=True)
     fetched = fetch_kernelbench(url, sha256=args.sha256, dest=dest, timeout_s=args.timeout, progress=True)
     counts = ", ".join(f"{level} {n}" for level, n in fetched.problems.items())
-    print(f"KernelBench ({counts} problems) in {fetched.dest}; sha256 {fetched.sha256} "
-          f"({'verified' if fetched.verified else 'not verified'})")
+    how = "its levels verified as the pinned release's" if url == PINNED_URL and args.sha256 is None else "verified"
+    print(f"KernelBench ({counts} problems) in {fetched.dest}; sha256 {fetched.sha256} ({how})")
     found = locate_kernelbench()
     if found.path is not None and found.path.resolve() == fetched.dest:
         print(f"evoforge finds it there: L1/19 now names {fetched.dest}/level1/19_*.py")
@@ -214,15 +228,15 @@ def add_subparser(sub: Any) -> None:
     kb = p.add_subparsers(dest="kernelbench_command", required=True)
     f = kb.add_parser("fetch", help="download KernelBench's levels 1 and 2 into the cache",
                       description=f"Download a KernelBench archive (tar.gz or zip; default: {PINNED_URL}, "
-                                  f"ScalingIntelligence/KernelBench at commit {PINNED_COMMIT[:12]}), check its "
-                                  "SHA-256, and unpack KernelBench/level1 and level2 into the cache, replacing what "
+                                  f"ScalingIntelligence/KernelBench at commit {PINNED_COMMIT[:12]}), check it (the "
+                                  "pinned release by its problem files, any other by --sha256), and unpack KernelBench/level1 and level2 into the cache, replacing what "
                                   "was there only once the new copy is complete.")
     f.add_argument("--url", help="archive URL (http, https or file://); another URL than the pinned one needs "
                                  "--sha256")
     f.add_argument("--sha256", metavar="HEX",
-                   help="the archive's SHA-256; a mismatch unpacks nothing (exit 2). Default for the pinned URL: "
-                        "the checksum recorded in evoforge (not yet recorded in this version: the pinned archive "
-                        "is then unpacked unverified, with a warning and its checksum printed)")
+                   help="the archive's SHA-256; a mismatch unpacks nothing (exit 2). The pinned URL needs none: "
+                        "its level1/level2 problem files are checked against the content checksum recorded in "
+                        "evoforge, and a mismatch leaves the cache as it was")
     f.add_argument("--dest", metavar="DIR",
                    help=f"where to unpack (default {kernelbench_cache_dir()}, where evoforge looks after "
                         "--kernelbench, a config's kernelbench and $EVOFORGE_KERNELBENCH)")

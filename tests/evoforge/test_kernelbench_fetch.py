@@ -64,6 +64,9 @@ def server(tmp_path_factory):
     (root / "kb.tar.gz").write_bytes(tar_gz(files))
     (root / "kb.zip").write_bytes(zip_bytes(files))
     (root / "other.tar.gz").write_bytes(tar_gz({f"{TOP}/README.md": b"no levels here\n"}))
+    relu = f"{TOP}/KernelBench/level1/19_ReLU.py"
+    (root / "tampered.tar.gz").write_bytes(tar_gz({**files, relu: files[relu].replace(b"torch.relu(x)",
+                                                                                       b"torch.relu(x) * 0")}))
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *args: None
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -134,31 +137,41 @@ def test_user_mistakes_are_one_line(server, tmp_path, argv, words):
     assert list(tmp_path.iterdir()) == []  # no --dest folder, no temporary file left
 
 
-def test_the_pinned_archive_is_checked_against_the_recorded_checksum(server, tmp_path, monkeypatch, capsys):
-    """The default URL needs no --sha256: its checksum is the one recorded in evoforge (while none is recorded,
-    the archive is unpacked with a warning that prints its checksum)."""
+def test_the_pinned_release_is_checked_by_its_problem_files(server, tmp_path, monkeypatch, capsys):
+    """The default URL needs no --sha256: the levels it unpacks are checked against the content checksum recorded in
+    evoforge (GitHub makes a commit's archive on request, so its compressed bytes may change while its files do
+    not: a tar.gz and a zip of the same files both pass). Adversarial: the same archive with one problem file
+    changed (L1/19's ReLU made to return zeros) fails, exit 2, and leaves the cache as it was."""
     from evoforge import kernelbench_fetch
     from evoforge.cli import main
 
-    url, sums = server
-    monkeypatch.setattr(kernelbench_fetch, "PINNED_URL", f"{url}/kb.tar.gz")
+    url, _ = server
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     dest = tmp_path / "cache" / "evoforge" / "kernelbench"
-    monkeypatch.setattr(kernelbench_fetch, "PINNED_SHA256", "f" * 64)
+    for name in ("kb.tar.gz", "kb.zip"):
+        monkeypatch.setattr(kernelbench_fetch, "PINNED_URL", f"{url}/{name}")
+        assert main(["kernelbench", "fetch"]) == 0
+        assert "(its levels verified as the pinned release's)" in capsys.readouterr().out
+        assert json.loads((dest / "SOURCE.json").read_text())["verified_by"] == "pinned levels' content"
+    before = (dest / "level1" / "19_ReLU.py").read_bytes()
+    monkeypatch.setattr(kernelbench_fetch, "PINNED_URL", f"{url}/tampered.tar.gz")
     assert main(["kernelbench", "fetch"]) == 2
-    assert "expected " + "f" * 64 in capsys.readouterr().err and not dest.exists()
-    monkeypatch.setattr(kernelbench_fetch, "PINNED_SHA256", sums["kb.tar.gz"])
-    assert main(["kernelbench", "fetch"]) == 0
-    assert "(verified)" in capsys.readouterr().out and (dest / "level2").is_dir()
-    monkeypatch.setattr(kernelbench_fetch, "PINNED_SHA256", "")
-    assert main(["kernelbench", "fetch"]) == 0
-    out, err = capsys.readouterr()
-    assert "unverified" in err and f"sha256 {sums['kb.tar.gz']} (not verified)" in out
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("evoforge:")]
+    assert len(said) == 1 and "not the pinned release's" in said[0], said
+    assert (dest / "level1" / "19_ReLU.py").read_bytes() == before
+    assert [p.name for p in dest.parent.iterdir()] == ["kernelbench"]  # nothing half-written beside it
+
+
+def test_the_recorded_content_checksum_is_the_checkouts_kernelbench():
+    """The pinned checksum is that of the KernelBench copy the tests and the committed results use."""
+    from evoforge.kernelbench_fetch import PINNED_LEVELS_SHA256, levels_sha256
+
+    assert levels_sha256(kernelbench_dir()) == PINNED_LEVELS_SHA256
 
 
 def test_help_says_what_is_verified(tmp_path):
     text = " ".join(evoforge("kernelbench", "fetch", "--help", cwd=tmp_path).stdout.split())
-    assert "ScalingIntelligence/KernelBench" in text and "needs --sha256" in text and "unverified" in text
+    assert "ScalingIntelligence/KernelBench" in text and "needs --sha256" in text and "content checksum" in text
 
 
 def test_the_pinned_url_is_a_fixed_commit():
