@@ -168,7 +168,8 @@ class TaskStarts:
         try:
             # -P: the installed evoforge, whatever the current folder (a checkout's partial evoforge/ would shadow it)
             proc = subprocess.run([sys.executable, "-P", "-m", "evoforge.mutators.inductor_seed", task.path, device,
-                                   str(captured), json.dumps(task.overrides)], capture_output=True, text=True,
+                                   str(captured), json.dumps(task.overrides), json.dumps(list(task.allow_ops))],
+                                  capture_output=True, text=True,
                                   timeout=max(600.0, self.config.timeout_s), env=capture_env(side_by_side))
         except subprocess.TimeoutExpired:
             reason = "torch.compile did not finish within 600 s"

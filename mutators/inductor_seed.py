@@ -72,6 +72,12 @@ GEMM_BUILD: dict[str, Any] = {"max_autotune_gemm": True, "max_autotune_gemm_back
 #: chose 128x128x32 with 4 warps for L2/12, where three passes ran 2.9 ms against 1.8 ms at 64x128 (L2/29's
 #: choice). Where an operand is not fp32 the option does nothing (the dot's precision is the dtype's own).
 TF32X3_TILES = "evoforge.tf32x3_tiles"
+#: Not an Inductor option: the build's convolutions decomposed into a gather of each output's input window (im2col,
+#: a Triton kernel of Inductor's) and a GEMM (Inductor's template, under ``GEMM_BUILD``), so a convolution task has a
+#: seed under the strict rule, where Inductor otherwise calls cuDNN. Transposed convolutions are left as they are.
+CONV_AS_GEMM = "evoforge.conv_as_gemm"
+#: A call to cuDNN's convolution in Inductor's output code.
+_EXTERN_CONV = re.compile(r"\b(extern_kernels\.convolution|aten\.convolution\.default)\(")
 #: How a Triton dot is written in Inductor's GEMM templates, and as three TF32 passes.
 _TEMPLATE_DOT = "allow_tf32=ALLOW_TF32"
 _TF32X3_DOT = 'input_precision="tf32x3"'
@@ -1027,7 +1033,7 @@ def capture_env(side_by_side: int) -> dict[str, str]:
 
 
 def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: str = "cuda",
-            main_shape: bool = True, variants: bool = True) -> InductorCapture:
+            main_shape: bool = True, variants: bool = True, allow_ops: tuple[str, ...] = ()) -> InductorCapture:
     """torch.compile the task's reference with Inductor and record what it made (see the module docstring).
 
     Two compiles: one with sizes symbolic (``dynamic=True``, no duck sizing, parameters not forced static), so the
@@ -1098,16 +1104,33 @@ def capture(task_path: str, *, overrides: dict[str, Any] | None = None, device: 
                 result.main = asdict(main)
                 if variants:
                     result.variants = _variants(model, inputs, main, made, base=main_config, run=device != "cpu")
-    if _EXTERN_GEMM.search(result.output_code):
+    # A convolution the task allows cuDNN for keeps it where the default build has kernels of its own around it:
+    # the build that replaces it then serves the strict rule only. A task that is one convolution has no seed else.
+    conv = bool(_EXTERN_CONV.search(result.output_code)) and (
+        "convolution" not in allow_ops or not _kernels_and_call(result.output_code)[0])
+    if _EXTERN_GEMM.search(result.output_code) or conv:
+        # The build the strict rule starts from: GEMMs in Inductor's template; convolutions, too, as GEMMs.
+        build = {**GEMM_BUILD, TF32X3_TILES: True, **({CONV_AS_GEMM: True} if conv else {})}
         torch._dynamo.reset()
         try:
-            code, sources, _examples, _, _ = _compile(model, inputs, dynamic=True,
-                                                      config={**GEMM_BUILD, TF32X3_TILES: True})
+            code, sources, _examples, _, _ = _compile(model, inputs, dynamic=True, config=build)
         except NoInductorSeed as e:
             result.gemm_failure = str(e)
         else:
             gemm = made(code, sources)
             gemm.main = next((v["main"] for v in result.variants if v["name"] == "triton-gemm"), result.main)
+            if conv and result.main:  # the main shape's static build of the same (no variant holds it)
+                torch._dynamo.reset()
+                try:
+                    code, sources, _examples, _, chosen = _compile(model, inputs, dynamic=False, config=build,
+                                                                   run=device != "cpu")
+                except NoInductorSeed:
+                    gemm.main = None
+                else:
+                    main = made(code, sources, chosen)
+                    for key in ("guards", "init_inputs", "forward_values"):
+                        setattr(main, key, result.main[key])
+                    gemm.main = asdict(main)
             result.gemm = asdict(gemm)
     return result
 
@@ -1188,9 +1211,17 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
     def save(code: str) -> None:
         codes.append(code)
 
+    conv_as_gemm = bool((config or {}).get(CONV_AS_GEMM))
+
     def backend(gm: Any, example_inputs: list[Any]) -> Any:
         before = len(codes)
-        compiled = compile_fx(gm, example_inputs)
+        if conv_as_gemm:
+            from torch._inductor.decomposition import select_decomp_table
+
+            table = {**select_decomp_table(), torch.ops.aten.convolution.default: _conv_as_gemm}
+            compiled = compile_fx(gm, example_inputs, decompositions=table)
+        else:
+            compiled = compile_fx(gm, example_inputs)
         if len(codes) > before:  # a graph dynamo gave up on (and traced again, e.g. with a float specialised)
             graphs.append([n.meta["grapharg"].source.name for n in gm.graph.nodes if n.op == "placeholder"])
             examples.append(list(example_inputs))
@@ -1234,6 +1265,7 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
         for _ in range(3):  # each retry adds one option; a third failure raises
             options = {"fx_graph_cache": False, **(config or {}), **extra}
             tf32x3 = bool(options.pop(TF32X3_TILES, False)) and _fp32_only(model, inputs)
+            options.pop(CONV_AS_GEMM, None)
             gemm_build = bool(options.get("max_autotune_gemm"))
             if gemm_build and not torch.cuda.is_available():
                 # Inductor benchmarks a template with its epilogue fused by loading the pair as a module, which
@@ -1273,6 +1305,47 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
         raise NoInductorSeed(f"torch.compile made {len(graphs)} graphs ({len(codes)} output codes) of this task where "
                              "the seed needs one")
     return codes[0], graphs[0], examples[0], out, _autotuned(codes[0]) if run else {}
+
+
+def _conv_as_gemm(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
+                  output_padding: Any, groups: int) -> Any:
+    """``aten.convolution`` (1-D, 2-D or 3-D; strided, padded, dilated, grouped) as a window gather and a GEMM per
+    group: each output position's input window unfolded (``Tensor.unfold`` per spatial dimension, a dilation taken
+    as a stride over the window), then windows x weights. ``NotImplemented`` (the op as it was) for a transposed
+    convolution."""
+    import torch
+
+    if transposed:
+        return NotImplemented
+    dims = x.dim() - 2
+    kernel = list(weight.shape[2:])
+    pads = [p for i in reversed(range(dims)) for p in (padding[i], padding[i])]
+    windows = torch.nn.functional.pad(x, pads) if any(pads) else x
+    for i in range(dims):
+        span = dilation[i] * (kernel[i] - 1) + 1
+        windows = windows.unfold(2 + i, span, stride[i])
+        if dilation[i] > 1:
+            windows = windows[..., ::dilation[i]]
+    n, c = x.shape[0], x.shape[1]
+    out_sizes = list(windows.shape[2:2 + dims])
+    positions = 1
+    for size in out_sizes:
+        positions *= size
+    window = c // groups
+    for k in kernel:
+        window *= k
+    # (N, C, O..., K...) -> (groups, N * positions, C/groups * K...)
+    cols = windows.permute(0, *range(2, 2 + dims), 1, *range(2 + dims, 2 + 2 * dims))
+    cols = cols.reshape(n * positions, groups, window).permute(1, 0, 2)
+    out_channels = weight.shape[0]
+    w = weight.reshape(groups, out_channels // groups, window).permute(0, 2, 1)
+    out = torch.bmm(cols, w) if groups > 1 else torch.mm(cols[0], w[0]).unsqueeze(0)
+    # (groups, N * positions, Cout/groups) -> (N, Cout, O...)
+    out = out.permute(1, 0, 2).reshape(n, *out_sizes, out_channels)
+    out = out.permute(0, dims + 1, *range(1, dims + 1))
+    if bias is not None:
+        out = out + bias.reshape(1, out_channels, *([1] * dims))
+    return out.contiguous()
 
 
 def _fp32_only(model: Any, inputs: list[Any]) -> bool:
@@ -1378,15 +1451,16 @@ def _launch_configs(code: str, chosen: dict[str, dict[str, Any]] | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m evoforge.mutators.inductor_seed TASK_FILE DEVICE OUT.json [OVERRIDES_JSON]``: one capture,
-    written as JSON; where there is none, ``{"no_seed": reason}``."""
+    """``python -m evoforge.mutators.inductor_seed TASK_FILE DEVICE OUT.json [OVERRIDES_JSON [ALLOW_OPS_JSON]]``: one
+    capture, written as JSON; where there is none, ``{"no_seed": reason}``."""
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
     task_path, device, out_path = args[:3]
     overrides = json.loads(args[3]) if len(args) > 3 else {}
+    allow_ops = tuple(json.loads(args[4])) if len(args) > 4 else ()
     try:
-        text = capture(task_path, overrides=overrides, device=device).to_json()
+        text = capture(task_path, overrides=overrides, device=device, allow_ops=allow_ops).to_json()
     except NoInductorSeed as e:
         text = json.dumps({"no_seed": str(e)})
     with open(out_path, "w") as f:

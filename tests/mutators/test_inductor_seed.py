@@ -11,7 +11,7 @@ import json
 
 import pytest
 from evoforge.backends.static import static_check
-from evoforge.mutators.inductor_seed import InductorCapture, NoInductorSeed, seed_from_capture
+from evoforge.mutators.inductor_seed import InductorCapture, NoInductorSeed, _seed, seed_from_capture
 
 from evoforge.core import Candidate, declared_space
 from tests.conftest import FIXTURES
@@ -28,7 +28,7 @@ def _judge(evaluator, task, source: str):
     return evaluator.evaluate(task, Candidate.from_source(source, task=task.name, operator="inductor-seed"))
 
 
-def _capture_live(tmp_path, spec: str, overrides: dict) -> InductorCapture:
+def _capture_live(tmp_path, spec: str, overrides: dict, allow_ops: tuple[str, ...] = ()) -> InductorCapture:
     """The task captured on the CPU in a process of its own, as the coverage run and a campaign capture it."""
     import subprocess
     import sys
@@ -37,7 +37,8 @@ def _capture_live(tmp_path, spec: str, overrides: dict) -> InductorCapture:
 
     out = tmp_path / "capture.json"
     subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path(spec)), "cpu",
-                    str(out), json.dumps(overrides)], check=True, capture_output=True, timeout=900)
+                    str(out), json.dumps(overrides), json.dumps(list(allow_ops))], check=True, capture_output=True,
+                   timeout=900)
     return InductorCapture.from_json(out.read_text())
 
 
@@ -235,7 +236,8 @@ def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(tmp_path, 
     from evoforge.task import Task
 
     small = {"batch_size": 2, "in_channels": 3, "out_channels": 6, "D": 5, "H": 6, "W": 6}
-    capture = _capture_live(tmp_path, "L2/24", small)
+    capture = _capture_live(tmp_path, "L2/24", small, allow_ops=("convolution",))
+    assert not capture.gemm  # cuDNN allowed and kernels of Inductor's around it: no strict-rule build is made
     weight = [line for line in capture.output_code.splitlines() if "assert_size_stride(" in line and "(6, 3, 3, 3, 3)" in line]
     assert not weight, weight  # the weight's sizes are not literals where the graph takes its inputs
     source = seed_from_capture(capture, allow_ops=("convolution",))
@@ -612,3 +614,58 @@ class ModelNew(Model):
 '''
     refused = _judge(interpreter_evaluator, task, cheat)
     assert not refused.ok and "addmm" in refused.message, refused.message
+
+
+@pytest.mark.parametrize("dims,stride,padding,dilation,groups", [
+    (1, 3, 0, 4, 1), (1, 1, 2, 1, 2), (2, 1, 0, 1, 1), (2, 2, 1, 2, 3), (2, 1, 1, 1, 6), (3, (1, 2, 1), (1, 0, 2), 1, 1),
+])
+def test_a_convolution_as_a_window_gather_and_a_gemm_is_the_convolution(dims, stride, padding, dilation, groups):
+    """The decomposition the strict rule's convolution build compiles (``_conv_as_gemm``), against torch's own
+    convolution in float64: 1-D, 2-D and 3-D; strided, padded, dilated; grouped and depthwise; with and without a
+    bias. A transposed convolution is left to the op itself (``NotImplemented``)."""
+    import torch
+    from evoforge.mutators.inductor_seed import _conv_as_gemm
+
+    g = torch.Generator().manual_seed(dims * 7 + groups)
+    size = {1: (23,), 2: (9, 11), 3: (6, 7, 8)}[dims]
+    kernel = {1: (3,), 2: (3, 2), 3: (2, 3, 3)}[dims]
+    x = torch.randn(2, 6, *size, generator=g, dtype=torch.float64)
+    w = torch.randn(12, 6 // groups, *kernel, generator=g, dtype=torch.float64)
+
+    def expand(v):
+        return list(v) if isinstance(v, tuple) else [v] * dims
+
+    for bias in (None, torch.randn(12, generator=g, dtype=torch.float64)):
+        got = _conv_as_gemm(x, w, bias, expand(stride), expand(padding), expand(dilation), False, [0] * dims, groups)
+        conv = getattr(torch.nn.functional, f"conv{dims}d")
+        want = conv(x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
+        assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert _conv_as_gemm(x, w, None, [1] * dims, [0] * dims, [1] * dims, True, [0] * dims, groups) is NotImplemented
+
+
+def test_convolution_tasks_start_under_the_strict_rule_as_window_gathers_and_gemms(tmp_path, interpreter_evaluator):
+    """Where Inductor calls cuDNN for a convolution, the strict rule's build decomposes it into Inductor's Triton:
+    each output's input window gathered, then its GEMM template. Before, no convolution task had a seed under the
+    strict rule (issue U). Captured live, judged by the chain (odd shapes included): a dilated, strided 1-D
+    convolution and a depthwise (grouped) 2-D one."""
+    from evoforge.task import Task
+
+    for spec, small in (("L1/76", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "length": 40}),
+                        ("L1/82", {"batch_size": 2, "in_channels": 3, "width": 9, "height": 9})):
+        folder = tmp_path / spec.replace("/", "_")
+        folder.mkdir()
+        capture = _capture_live(folder, spec, small)
+        assert "convolution" in capture.output_code
+        with pytest.raises(NoInductorSeed, match="convolution|library calls only"):  # the default: cuDNN
+            _seed(capture)
+        source = seed_from_capture(capture)
+        assert "torch.convolution" not in source and "aten.convolution" not in source
+        result = _judge(interpreter_evaluator, Task.load(spec, overrides=small), source)
+        assert result.ok, (spec, result.message)
+    # With cuDNN's convolution allowed, a task that is one convolution (Inductor writes no kernel of its own
+    # around it) starts from the same build: there is no other.
+    folder = tmp_path / "vendor"
+    folder.mkdir()
+    allowed = _capture_live(folder, "L1/76", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "length": 40},
+                            allow_ops=("convolution",))
+    assert allowed.gemm and "torch.convolution" not in seed_from_capture(allowed, allow_ops=("convolution",))
