@@ -17,6 +17,22 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # `make test` runs `pytest -n 2 --dist loadfile`, and xdist then starts the files in order of their number of
+    # tests, most first (its --loadscope-reorder, on by default): the files of one or two long campaigns came last,
+    # and one worker ran the last two of them while the other had nothing left. The order below is kept instead.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that hold a ``slow`` test (a campaign, a script end to end: tens of seconds each on two cores)
+    first, the rest after them in their own order: with a file to a worker, the many short files at the end keep
+    both workers busy until the run ends together."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: each file's tests keep their order
+
+
 def kernelbench_dir() -> Path:
     from evoforge.task import default_kernelbench_dir
 

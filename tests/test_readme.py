@@ -35,6 +35,7 @@ def test_the_readme_has_python_api_examples():
         assert name in joined, name
 
 
+@pytest.mark.slow
 def test_the_readme_python_api_examples_run(tmp_path, monkeypatch, capsys):
     import ray
 

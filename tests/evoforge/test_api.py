@@ -61,6 +61,7 @@ def campaign(quiet_script: tuple[subprocess.CompletedProcess[str], Path]) -> Cam
     return CampaignResult.load(quiet_script[1])
 
 
+@pytest.mark.slow
 def test_a_quiet_campaign_and_two_evaluations_print_only_what_the_script_asked_for(quiet_script):
     done, _ = quiet_script
     assert done.stderr == "", done.stderr  # no Optuna "A new study created", no Ray banner, no log line

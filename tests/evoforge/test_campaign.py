@@ -33,6 +33,7 @@ def _study(out):
     return optuna.load_study(study_name="t/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db")
 
 
+@pytest.mark.slow
 def test_every_evaluation_is_one_finished_trial(run_dir):
     out, summary = run_dir
     trials = _study(out).trials
@@ -77,6 +78,7 @@ def test_the_exported_kernel_passes_the_chain(run_dir, capsys):
     assert proc.returncode == 0, proc.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_resume_extends_to_a_new_budget_without_touching_old_trials(run_dir, capsys):
     out, _ = run_dir
     before = {t.number: (t.state, t.value, t.user_attrs["candidate_id"]) for t in _study(out).trials}
@@ -158,6 +160,7 @@ def test_a_second_run_into_the_same_directory_is_refused(run_dir, capsys):
     assert proc.returncode == 2 and "--resume" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_configs_outside_the_legal_space_are_never_evaluated_or_recorded(tmp_path, capsys, caplog):
     """The knowledge base narrows the space: BLOCK=250 or num_warps=3 cannot run on the target, so the search
     learns that without spending an evaluation, a trial or budget on it."""
@@ -183,6 +186,7 @@ def test_configs_outside_the_legal_space_are_never_evaluated_or_recorded(tmp_pat
     assert any(r.levelname == "WARNING" and "stopped early" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.slow
 def test_a_child_that_repeats_an_evaluated_config_is_not_evaluated_again(tmp_path, capsys):
     # One tunable with two values: after the seed and its one neighbour, every retune lands on a config already
     # evaluated. Before, those repeats were evaluated (or served from the cache) and recorded until the budget was
@@ -203,6 +207,7 @@ def test_a_child_that_repeats_an_evaluated_config_is_not_evaluated_again(tmp_pat
     assert "the legal space of 2 configurations is covered: 2 distinct configurations evaluated of 2 legal ones" in why
 
 
+@pytest.mark.slow
 def test_a_task_the_judge_cannot_hold_in_memory_stops_and_says_so(tmp_path, capsys):
     """On the H200 every evaluation of an 8 GiB task ran the judge's own process out of device memory, and the
     campaign spent its whole budget recording each child as a runtime_error of its own. The judge's out-of-memory

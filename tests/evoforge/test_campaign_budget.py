@@ -31,6 +31,7 @@ def _configs(out, name: str) -> list[str]:
             if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["default", "evolution", "random"])
 def test_the_budget_goes_to_distinct_configs_until_the_legal_space_is_covered(tmp_path, strategy: str) -> None:
     out, name = tmp_path / "run", f"v-{strategy}"

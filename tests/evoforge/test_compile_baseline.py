@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import optuna
+import pytest
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
 from tests.conftest import FIXTURES, cli_main
@@ -13,6 +14,7 @@ from tests.conftest import FIXTURES, cli_main
 RELU = FIXTURES / "relu"
 
 
+@pytest.mark.slow
 def test_eval_prints_torch_compiles_time_beside_the_kernels(capsys):
     """`evoforge eval` times torch.compile's build of the reference in the judge, as it times the candidate; on the
     interpreter only when asked (its times say nothing of a GPU), and it says so when not."""
@@ -54,6 +56,7 @@ def test_export_recommends_torch_compile_where_the_best_kernel_is_slower(tmp_pat
     assert par["recommendation"] == "kernel" and "on par with torch.compile" in par["note"]
 
 
+@pytest.mark.slow
 def test_a_campaign_times_torch_compile_once_per_task_and_holds_its_kernels_to_it(tmp_path, capsys, caplog):
     """The summary carries compile_ms and vs_compile, the study keeps the baseline (a resume does not time it
     again), each later trial carries vs_compile, and the leaderboard shows it."""

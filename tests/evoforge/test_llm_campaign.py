@@ -14,6 +14,7 @@ import secrets
 from pathlib import Path
 
 import optuna
+import pytest
 
 from tests.conftest import FIXTURES, kernelbench_dir, run_cli
 from tests.fakellm import FakeLLMServer
@@ -44,6 +45,7 @@ def scripted_reply(state: dict) -> object:
     return reply
 
 
+@pytest.mark.slow
 def test_llm_campaign_repairs_and_records_without_leaking_the_key(tmp_path):
     """Uncontained (EVOFORGE_CONTAINMENT=none, as on a machine without bubblewrap) and with a task that lets
     candidates read /proc, one LLM child walks every /proc/<pid>/environ and /proc/<pid>/mem it can open: the key is

@@ -7,10 +7,12 @@ import json
 import re
 
 import optuna
+import pytest
 
 from tests.conftest import FIXTURES, cli_main
 
 
+@pytest.mark.slow
 def test_a_plain_kernel_is_tuned_and_an_untunable_one_says_why_it_stopped(tmp_path, capsys):
     config = tmp_path / "ways.toml"
     config.write_text(f"""
@@ -82,6 +84,7 @@ def test_a_task_with_no_way_in_stops_at_set_up_in_one_line(tmp_path, capsys):
     assert "\n" not in line and reason in line and "--seed-kernel" in line and "Traceback" not in line
 
 
+@pytest.mark.slow
 def test_a_campaign_of_several_tasks_goes_on_without_one_that_cannot_start(tmp_path, capsys):
     """A benchmark campaign (experiments/campaigns/kernelbench_l1.toml: 100 tasks) stopped at set-up on its first
     batched GEMM, which Inductor leaves to cuBLAS: one task with no way in cost the other 99. Now that task is left out with
@@ -116,6 +119,7 @@ def test_a_campaign_of_several_tasks_goes_on_without_one_that_cannot_start(tmp_p
     assert proc.returncode == 2 and "no task of this campaign can start" in proc.stderr, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_inductor_variants_are_evaluated_beside_the_seed_and_recorded(tmp_path, capsys):
     """A task whose capture holds Inductor variants (the main shape's build with reductions unsplit, looped): each
     is evaluated right after the seed as ``inductor-variant``, the record naming its configuration; the seed's two
@@ -139,6 +143,7 @@ def test_inductor_variants_are_evaluated_beside_the_seed_and_recorded(tmp_path, 
         k.endswith("_main") for label, names in paths.items() if label != "main" for k in names), paths
 
 
+@pytest.mark.slow
 def test_a_time_budget_shorter_than_the_set_up_still_evaluates(tmp_path, capsys):
     """The time budget is the search's: Ray's start (and a capture's torch.compile) come before it. A 1.2 s budget
     was spent before the first evaluator answered, and the campaign ended with nothing evaluated. (Where this

@@ -24,6 +24,7 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.slow
 def test_throughput_sweeps_every_mode_and_compares_their_timings(tmp_path):
     out = tmp_path / "throughput.json"
     _run("throughput.py", "--backend", "interpreter", *SMALL, "--evals", "2", "--modes", "1x1", "1x2",
@@ -35,6 +36,7 @@ def test_throughput_sweeps_every_mode_and_compares_their_timings(tmp_path):
     assert runs[1]["timing_diff_median"] is not None  # the same configurations, timed in both modes
 
 
+@pytest.mark.slow
 def test_suite_writes_a_row_and_refloor_keeps_its_times(tmp_path):
     # the evaluation budget ends the campaign; the minutes are only a backstop (a busy machine is slow)
     _run("h200_suite.py", "--tasks", "experiments/tasks/matmul_bf16_4096.py", *SMALL, "--budget", "2",

@@ -10,11 +10,14 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tests.experiments.test_benchmarks import BENCH, REPO, _load, _run
 
 FIXTURES = REPO / "tests" / "fixtures"
 
 
+@pytest.mark.slow
 def test_kernelbench_search_runs_a_campaign_from_inductor_seeds_under_each_rule(tmp_path):
     """Two tasks no template serves, captured on the CPU: LeakyReLU, and L2/9, whose GEMM torch.compile leaves to
     cuBLAS and which now starts under the strict rule too (the capture's GEMM build, Inductor's Triton template):

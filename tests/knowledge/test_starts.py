@@ -72,6 +72,7 @@ def _trials(out, study):
     return optuna.load_study(study_name=study, storage=f"sqlite:///{out}/optuna.db").trials
 
 
+@pytest.mark.slow
 def test_a_campaign_evaluates_the_knowledge_start_beside_the_seed_and_not_with_the_kb_off(tmp_path, capsys):
     # L1/1 at N=32 on the interpreter: K=32 is shorter than the template's 64-deep K tile
     common = ["--task", "L1/1", "--set", "N=32", "--backend", "interpreter", "--budget-evals", "3",

@@ -102,6 +102,7 @@ def _snapshot(trial: optuna.trial.FrozenTrial) -> tuple:
     return trial.number, trial.state, trial.values, trial.params, json.dumps(trial.user_attrs, sort_keys=True)
 
 
+@pytest.mark.slow
 def test_kill_9_mid_campaign_then_resume_loses_nothing_and_spends_the_rest_on_new_configs(tmp_path):
     run_dir = tmp_path / "run"
     db = run_dir / "optuna.db"

@@ -92,6 +92,7 @@ def _strategies_available() -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _strategies_available(), reason="the search strategies are not in this checkout yet")
 def test_campaign_whose_run_directory_fills_up_ends_in_one_line_and_resumes(small_disk, tmp_path, capsys):
     """The disk fills mid-campaign (another writer took the space): one line, exit 2, then a clean resume."""

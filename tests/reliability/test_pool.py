@@ -40,6 +40,7 @@ def _wait_results(pool: EvalPool, n: int = 1, timeout_s: float = 120.0) -> list[
     return out
 
 
+@pytest.mark.slow
 def test_actor_killed_mid_evaluation_is_crashed_and_the_pool_goes_on(relu_small, local_ray, tmp_path):
     """Killed from outside (``os.kill``), then its replacement killed through Ray (``ray.kill``): one pool, each kill
     costs the one candidate, and the next candidate evaluates on the actor that replaces it."""
@@ -72,6 +73,7 @@ def test_actor_killed_mid_evaluation_is_crashed_and_the_pool_goes_on(relu_small,
         pool.shutdown()
 
 
+@pytest.mark.slow
 def test_pool_timeout_kills_an_unresponsive_actor_and_replaces_it(relu_small, local_ray, tmp_path):
     """An actor that does not answer well past timeout + grace is killed and its candidate is ``timeout``."""
     kwargs = _pool_kwargs()
@@ -98,6 +100,7 @@ def test_pool_timeout_kills_an_unresponsive_actor_and_replaces_it(relu_small, lo
         pool.shutdown()
 
 
+@pytest.mark.slow
 def test_evaluators_sharing_a_device_take_turns_to_measure(relu_small, local_ray):
     """Two actors on one device: neither measures while another process holds the device, nor both at once."""
     import uuid
