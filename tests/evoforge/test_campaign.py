@@ -182,7 +182,7 @@ def test_configs_outside_the_legal_space_are_never_evaluated_or_recorded(tmp_pat
     assert "the legal space of 3 configurations is covered: 3 distinct configurations evaluated of 3 legal ones" \
         in summary["stopped_early"]
     # Said as it happens, as a warning (the command's logging writes warnings to stderr; in this process pytest
-    # holds them: tests/knowledge/test_starts.py reads a campaign's warning on the stderr of its own process).
+    # holds the log records).
     assert any(r.levelname == "WARNING" and "stopped early" in r.getMessage() for r in caplog.records)
 
 
