@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from evoforge.core import device_turn_holder
 
 # Where the evaluation processes of one machine meet to take turns on a device (a fixed path: each sandboxed
 # process has a TMPDIR of its own).
@@ -94,6 +95,14 @@ class Backend(Protocol):
         ...
 
 
+def device_turn_path(key: str, lock_dir: str = DEVICE_LOCK_DIR) -> str:
+    """The lock file of the device ``key`` names (its folder made): what ``device_turn`` holds, and what a process
+    that cannot import the backends (a capture: ``mutators.inductor_seed.DEVICE_TURN_ENV``) is told to hold."""
+    os.makedirs(lock_dir, mode=0o777, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    return os.path.join(lock_dir, f"{safe}.lock")
+
+
 @contextlib.contextmanager
 def device_turn(key: str | None, lock_dir: str = DEVICE_LOCK_DIR) -> Iterator[dict[str, float]]:
     """Hold the device's turn: an exclusive ``flock`` on ``lock_dir/<key>.lock``, waiting for it if needed.
@@ -105,16 +114,10 @@ def device_turn(key: str | None, lock_dir: str = DEVICE_LOCK_DIR) -> Iterator[di
     if key is None:
         yield info
         return
-    os.makedirs(lock_dir, mode=0o777, exist_ok=True)
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-    fd = os.open(os.path.join(lock_dir, f"{safe}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        t0 = time.perf_counter()
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    t0 = time.perf_counter()
+    with device_turn_holder(device_turn_path(key, lock_dir))():
         info.update(wait_s=time.perf_counter() - t0, start=time.time())
         yield info
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 class BlockTimer(Protocol):

@@ -35,14 +35,14 @@ from typing import Any
 
 import torch
 from evoforge.backends.arena import Arena, iter_tensors, nested_bytes, share
-from evoforge.backends.base import Backend, Timing, device_turn, interleaved_blocks
+from evoforge.backends.base import Backend, Timing, device_turn, device_turn_path, interleaved_blocks
 from evoforge.backends.candidate_process import CandidateGone, CandidateProcess, staged_arena
 from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.backends.guards import OpRecorder, compute_ops
 from evoforge.backends.options import ChainOptions  # noqa: F401  (its home is torch-free; the chain's name kept)
 from evoforge.backends.precheck import static_verdict
 
-from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.core import Candidate, EvalResult, EvalStatus, take_turn_while_benchmarking
 from evoforge.task import Task, load_task_module, module_constants_of
 
 
@@ -333,6 +333,7 @@ class VerificationChain:
         inputs = loaded.draw_inputs(self.options.seed + 1)
         expected = flatten_outputs(loaded.reference(inputs))
         budget = _Budget(self.options.timeout_s)
+        self._benchmarks_take_turns()
         torch._dynamo.reset()
         compiled = torch.compile(loaded.ref)
         try:
@@ -369,6 +370,17 @@ class VerificationChain:
             "device_name": str(self.backend.properties.get("name", "")),
             "message": "" if cmp.ok else f"torch.compile's own result fails the chain's comparison: {cmp.message}",
             "details": {"baseline": "torch.compile", "correct": cmp.ok}})
+
+    def _benchmarks_take_turns(self) -> None:
+        """Inductor's autotuning in this process (the baseline's compile: its launch configs and GEMM tiles are
+        chosen by timing them) holds the device's turn, so that a candidate timed at once on the device does not
+        choose them for it."""
+        try:
+            key = getattr(self.backend, "lock_key", None)
+        except Exception:  # noqa: BLE001  (a device that cannot name itself takes no turns, as in _turn)
+            key = None
+        if key is not None:
+            take_turn_while_benchmarking(device_turn_path(key))
 
     def _judge_holds_the_device(self, message: str) -> str:
         """Where the candidate's process ran out of device memory while the judge's own copies for this task

@@ -156,6 +156,7 @@ class TaskStarts:
         import subprocess
         import sys
 
+        from evoforge.backends.base import device_turn_path
         from evoforge.core import last_error_line
         from evoforge.mutators.inductor_seed import capture_env
 
@@ -164,13 +165,19 @@ class TaskStarts:
             return
         captured.parent.mkdir(parents=True, exist_ok=True)
         device = str(self.backend.device).split(":")[0]
+        try:
+            key = getattr(self.backend, "lock_key", None)
+        except Exception:  # noqa: BLE001  (a device that cannot name itself: its captures take no turns)
+            key = None
+        # The capture's autotuning times kernels: it holds the device's turn while it does, as evaluations do.
+        turn = device_turn_path(key) if key else None
         log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
         try:
             # -P: the installed evoforge, whatever the current folder (a checkout's partial evoforge/ would shadow it)
             proc = subprocess.run([sys.executable, "-P", "-m", "evoforge.mutators.inductor_seed", task.path, device,
                                    str(captured), json.dumps(task.overrides), json.dumps(list(task.allow_ops))],
                                   capture_output=True, text=True,
-                                  timeout=max(600.0, self.config.timeout_s), env=capture_env(side_by_side))
+                                  timeout=max(600.0, self.config.timeout_s), env=capture_env(side_by_side, turn))
         except subprocess.TimeoutExpired:
             reason = "torch.compile did not finish within 600 s"
         else:

@@ -58,10 +58,15 @@ def _suite() -> Any:
 
 def warm_one(task_path: str, out: str, overrides: dict[str, Any]) -> None:
     """Worker: torch.compile (default mode) of the reference, run once, so that Inductor's caches hold what the
-    timing compiles later. A process of its own: capture's settings (symbolic sizes) must not meet this one."""
+    timing compiles later. A process of its own: capture's settings (symbolic sizes) must not meet this one. Its
+    autotuning holds the device's turn where the environment names one (``device_turn_env``)."""
     import torch
+    from evoforge.mutators.inductor_seed import DEVICE_TURN_ENV, take_turn_while_benchmarking
 
     from evoforge.task import exec_module_file
+
+    if os.environ.get(DEVICE_TURN_ENV):
+        take_turn_while_benchmarking(os.environ[DEVICE_TURN_ENV])
 
     row: dict[str, Any] = {}
     module = exec_module_file(task_path, "evoforge_cov_task", overrides)
@@ -78,6 +83,21 @@ def warm_one(task_path: str, out: str, overrides: dict[str, Any]) -> None:
         first = (str(e).strip().splitlines() or [""])[0][:200]
         row["torch_compile_error"] = f"{type(e).__name__}: {first}"
     Path(out).write_text(json.dumps(row))
+
+
+def device_turn_env(side_by_side: int, device: str) -> dict[str, str]:
+    """The environment of worker processes side by side on ``device`` (``inductor_seed.capture_env``): their
+    compiles share the cores, and their autotuning takes turns on the GPU (the campaign's device lock): timed at
+    once, their choices of launch configs and tiles are the contention's, and Inductor's caches keep them."""
+    from evoforge.mutators.inductor_seed import capture_env
+
+    turn = None
+    if device == "cuda":
+        from evoforge.backends.base import device_turn_path
+        from evoforge.backends.cuda import CudaBackend
+
+        turn = device_turn_path(CudaBackend().lock_key)
+    return capture_env(side_by_side, turn)
 
 
 def capture_one(task_path: str, device: str, out: str, overrides: dict[str, Any]) -> None:
@@ -99,10 +119,8 @@ def capture_iter(tasks: list[tuple[str, str, dict]], device: str, folder: Path, 
     """Each task's capture (torch.compile warmed, then ``inductor_seed.capture``), in worker processes side by
     side, yielded as each is done: (name, its data), or (name, None) where ``stop_at`` (a ``time.perf_counter``)
     came before it was made (not captured: a later call does it)."""
-    from evoforge.mutators.inductor_seed import capture_env
-
     folder.mkdir(parents=True, exist_ok=True)
-    env = capture_env(min(workers, max(1, len(tasks))))  # as many side by side as will run at once
+    env = device_turn_env(min(workers, max(1, len(tasks))), device)  # as many side by side as will run at once
 
     def left() -> float:
         return stop_at - time.perf_counter() if stop_at else math.inf

@@ -242,11 +242,12 @@ def warm(tasks: list[dict[str, Any]], folder: Path, workers: int) -> None:
 
     cov = _load("kernelbench_coverage")
     folder.mkdir(parents=True, exist_ok=True)
+    env = cov.device_turn_env(max(1, workers), "cuda")  # their autotuning takes turns (Inductor's caches keep it)
 
     def one(t: dict[str, Any]) -> None:
         path = Task.load(t["spec"]).path
         out = folder / f"{t['spec'].replace('/', '_')}.warm.json"
-        cov._worker(["--warm-one", path, str(out), json.dumps(t.get("set") or {})], out, 300, "torch.compile")
+        cov._worker(["--warm-one", path, str(out), json.dumps(t.get("set") or {})], out, 300, "torch.compile", env)
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         list(pool.map(one, tasks))

@@ -278,6 +278,76 @@ def test_captures_side_by_side_share_the_cores_between_their_compile_pools(monke
     assert capture_env(14)["TORCHINDUCTOR_COMPILE_THREADS"] == "2"
 
 
+def _hold_lock(path):
+    """Another process holding the device's turn (an exclusive flock on ``path``) until its stdin closes."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys\n"
+                               f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_captures_side_by_side_take_turns_to_time_their_autotuning(tmp_path):
+    """Captures side by side compile at once but time one at a time: eight captures autotuning at once on the H200
+    chose launch configs whose seeds ran at 0.92-0.96x torch.compile (0.995-1.003x captured alone). The capture's
+    process is told the device's lock (the one evaluations hold), and Inductor's own benchmarking (its
+    ``benchmarker``, every GPU timing of an autotune) waits for it."""
+    import threading
+
+    from torch._inductor.runtime import benchmarking
+
+    from evoforge.backends.base import device_turn, device_turn_path
+    from evoforge.mutators.inductor_seed import DEVICE_TURN_ENV, capture_env, take_turn_while_benchmarking
+
+    path = device_turn_path("test-device", str(tmp_path))
+    assert capture_env(4, path)[DEVICE_TURN_ENV] == path
+    assert DEVICE_TURN_ENV not in capture_env(4)
+    previous = getattr(benchmarking, "_gpu_benchmark_lock_context", None)
+    take_turn_while_benchmarking(path)
+    try:
+        holder = _hold_lock(path)
+        entered = threading.Event()
+
+        def bench():
+            try:
+                benchmarking.benchmarker.benchmark_gpu(lambda: entered.set(), warmup=1, rep=1)
+            except Exception:  # noqa: BLE001  (no GPU here: what matters is when it starts)
+                pass
+            entered.set()
+
+        t = threading.Thread(target=bench, daemon=True)
+        t.start()
+        # While another process holds the turn, the benchmark has not begun (a busy machine only delays it more).
+        assert not entered.wait(1.0) and t.is_alive()
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        t.join(timeout=60)
+        assert entered.is_set() and not t.is_alive()
+        # In this process the evaluator's turn and the benchmarks' are one: a benchmark inside a held turn (the
+        # judge's compile under its turn) goes on, where a second lock of the same file would wait forever.
+        done = threading.Event()
+
+        def nested():
+            with device_turn("test-device", str(tmp_path)):
+                try:
+                    benchmarking.benchmarker.benchmark_gpu(lambda: None, warmup=1, rep=1)
+                except Exception:  # noqa: BLE001
+                    pass
+            done.set()
+
+        n = threading.Thread(target=nested, daemon=True)
+        n.start()
+        n.join(timeout=120)
+        assert done.is_set()
+    finally:
+        if hasattr(benchmarking, "set_gpu_benchmark_lock_context"):
+            benchmarking.set_gpu_benchmark_lock_context(previous)
+
+
 # ------------------------------------------------------------------------------------------------ the main shape
 # Captured with torch.compile's static build of the main shape beside the shape-generic one (``capture.main``), at
 # the shapes the tests' tasks use as their main shape.
