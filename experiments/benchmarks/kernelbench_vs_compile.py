@@ -324,7 +324,7 @@ def latest_rows(paths: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
         for line in p.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
-                if row["spec"] in by_spec:
+                if row["spec"] in by_spec and row["spec"] not in replaced:
                     replaced.append(row["spec"])
                 by_spec[row["spec"]] = dict(row, rows_file=p.name)
     return list(by_spec.values()), replaced

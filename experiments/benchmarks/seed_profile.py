@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def _span_us(fn: Any, calls: int) -> float:
     return round(statistics.median(spans), 1)
 
 
-def profile_task(spec: str, allow_ops: list[str]) -> dict[str, Any]:
+def profile_task(spec: str, allow_ops: list[str], seed_dir: Path | None = None) -> dict[str, Any]:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -88,11 +89,17 @@ def profile_task(spec: str, allow_ops: list[str]) -> dict[str, Any]:
     cap = capture(path, device="cuda", variants=False, allow_ops=tuple(allow_ops))
     row: dict[str, Any] = {"spec": spec, "capture_s": round(time.perf_counter() - t0, 1)}
     source = seed_from_capture(cap, allow_ops=tuple(allow_ops))
-    seed_file = Path(tempfile.mkdtemp()) / "seed.py"
-    seed_file.write_text(source)
+    given = seed_dir / f"{task.name.replace('/', '_')}.py" if seed_dir else None
+    seed_file = (Path(os.environ["SEED_PROFILE_KEEP"]) if os.environ.get("SEED_PROFILE_KEEP")
+                 else Path(tempfile.mkdtemp())) / f"{task.name.replace('/', '_')}.py"
+    seed_file.parent.mkdir(parents=True, exist_ok=True)
+    seed_file.write_text(source)  # $SEED_PROFILE_KEEP: the captured seeds kept there
     row["seed_file_lines"] = source.count("\n")
     ref = h200_suite.time_reference(task)
     fns = {"compile": ref["compile"], "seed": h200_suite.time_best(task, source, {})}
+    if given is not None and given.exists():  # a campaign's seed (RUN/seeds), beside the one captured here
+        fns["given_seed"] = h200_suite.time_best(task, given.read_text(), {})
+        row["given_seed_same_source"] = given.read_text() == source
     with torch.no_grad():
         row["ms"] = kernelbench_coverage._bench_together(fns)
         for name, fn in fns.items():
@@ -101,6 +108,8 @@ def profile_task(spec: str, allow_ops: list[str]) -> dict[str, Any]:
             row[f"{name}_host_us"] = _host_us(fn, 64)
             row[f"{name}_span_us"] = _span_us(fn, 30)
     row["seed_vs_compile"] = round(row["ms"]["compile"] / row["ms"]["seed"], 4)
+    if "given_seed" in row["ms"]:
+        row["given_seed_vs_compile"] = round(row["ms"]["compile"] / row["ms"]["given_seed"], 4)
     torch.cuda.empty_cache()
     return row
 
@@ -109,6 +118,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", action="append", required=True)
     ap.add_argument("--allow-ops", default="", help="comma-separated vendor ops the seed may call")
+    ap.add_argument("--seeds", type=Path, help="a campaign's RUN/seeds folder: its seed timed beside the one captured")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     allow = [o for o in args.allow_ops.split(",") if o]
@@ -116,7 +126,7 @@ def main() -> None:
     rows = []
     for spec in args.task:
         try:
-            row = profile_task(spec, allow)
+            row = profile_task(spec, allow, args.seeds)
         except Exception as e:  # noqa: BLE001  (recorded; the next task runs)
             row = {"spec": spec, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         rows.append(row)
@@ -129,7 +139,8 @@ def main() -> None:
             continue
         print(f"{r['spec']} | {r['ms']['compile']:.4f} | {r['ms']['seed']:.4f} | {r['seed_vs_compile']} | "
               f"{r['compile_kernel_sum_us']}/{r['seed_kernel_sum_us']} | {r['compile_host_us']}/{r['seed_host_us']} | "
-              f"{r['compile_span_us']}/{r['seed_span_us']}")
+              f"{r['compile_span_us']}/{r['seed_span_us']} | given seed vs compile {r.get('given_seed_vs_compile')} "
+              f"same source {r.get('given_seed_same_source')}")
 
 
 if __name__ == "__main__":
