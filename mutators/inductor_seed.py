@@ -1034,8 +1034,10 @@ def capture_env(side_by_side: int, turn: str | None = None) -> dict[str, str]:
     cores between their pools instead. A ``TORCHINDUCTOR_COMPILE_THREADS`` the user set is kept.
 
     ``turn``: the device's lock file, which the capture's benchmarking then holds (``DEVICE_TURN_ENV``): compiling
-    goes on side by side, timing does not (eight captures autotuning at once on the H200 chose launch configs
-    that ran their seeds at 0.92-0.96x torch.compile, where the same seeds captured alone ran at 0.995-1.003x)."""
+    goes on side by side, timing does not, so that each autotuning times its choices on a device nothing else is
+    timing on (as the evaluators take turns). It costs set-up time where captures autotune GEMMs: on the H200 a
+    max-autotune GEMM choice timed for 25 s, and the eight captures of a campaign took 370 s in all against about
+    250 s side by side (experiments/results/kernelbench/README.md, issue R, afternoon).
     import os
 
     env = dict(os.environ)

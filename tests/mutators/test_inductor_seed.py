@@ -292,10 +292,10 @@ def _hold_lock(path):
 
 
 def test_captures_side_by_side_take_turns_to_time_their_autotuning(tmp_path):
-    """Captures side by side compile at once but time one at a time: eight captures autotuning at once on the H200
-    chose launch configs whose seeds ran at 0.92-0.96x torch.compile (0.995-1.003x captured alone). The capture's
-    process is told the device's lock (the one evaluations hold), and Inductor's own benchmarking (its
-    ``benchmarker``, every GPU timing of an autotune) waits for it."""
+    """Captures side by side compile at once but time one at a time, as evaluations do: an autotuning timed while
+    seven others time theirs chooses under their load. The capture's process is told the device's lock (the one
+    evaluations hold), and Inductor's own benchmarking (its ``benchmarker``, every GPU timing of an autotune) waits
+    for it."""
     import threading
 
     from torch._inductor.runtime import benchmarking
