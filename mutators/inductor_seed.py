@@ -1036,8 +1036,8 @@ def capture_env(side_by_side: int, turn: str | None = None) -> dict[str, str]:
     ``turn``: the device's lock file, which the capture's benchmarking then holds (``DEVICE_TURN_ENV``): compiling
     goes on side by side, timing does not, so that each autotuning times its choices on a device nothing else is
     timing on (as the evaluators take turns). It costs set-up time where captures autotune GEMMs: on the H200 a
-    max-autotune GEMM choice timed for 25 s, and the eight captures of a campaign took 370 s in all against about
-    250 s side by side (experiments/results/kernelbench/README.md, issue R, afternoon).
+    max-autotune GEMM choice timed for 25 s, and the set-up of a campaign of eight tasks took about 370 s against
+    about 105 s for ten before (experiments/results/kernelbench/README.md, issue R, afternoon)."""
     import os
 
     env = dict(os.environ)
@@ -1329,12 +1329,12 @@ def _conv_as_gemm(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dil
                   output_padding: Any, groups: int) -> Any:
     """``aten.convolution`` (1-D, 2-D or 3-D; strided, padded, dilated, grouped) as a window gather and a GEMM per
     group: each output position's input window unfolded (``Tensor.unfold`` per spatial dimension, a dilation taken
-    as a stride over the window), then windows x weights. ``NotImplemented`` (the op as it was) for a transposed
-    convolution."""
+    as a stride over the window), then windows x weights. A transposed convolution is first made a plain one
+    (``_transposed_as_plain``)."""
     import torch
 
     if transposed:
-        return NotImplemented
+        return _transposed_as_plain(x, weight, bias, stride, padding, dilation, output_padding, groups)
     dims = x.dim() - 2
     kernel = list(weight.shape[2:])
     pads = [p for i in reversed(range(dims)) for p in (padding[i], padding[i])]
@@ -1364,6 +1364,43 @@ def _conv_as_gemm(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dil
     if bias is not None:
         out = out + bias.reshape(1, out_channels, *([1] * dims))
     return out.contiguous()
+
+
+def _transposed_as_plain(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
+                         output_padding: Any, groups: int) -> Any:
+    """A transposed convolution as the plain one it equals (the gather form): the input with ``stride - 1`` zeros
+    between its elements along each spatial dimension, padded by ``dilation * (kernel - 1) - padding`` on each side
+    (cropped where that is negative) and by ``output_padding`` more at the end, convolved at stride 1 with the same
+    dilation by the weights flipped in space and with their in and out channels swapped within each group. The
+    zeros cost ``stride ** dims`` times the multiply-adds of the transposed form; no cuDNN call."""
+    import torch
+
+    dims = x.dim() - 2
+    kernel = list(weight.shape[2:])
+    spread = x
+    for i in range(dims):
+        s = int(stride[i])
+        if s == 1:
+            continue
+        axis = 2 + i
+        length = spread.shape[axis]
+        gaps = list(spread.shape)
+        gaps.insert(axis + 1, s - 1)
+        # each element followed by s - 1 zeros, the last element's zeros cut off
+        spread = torch.cat([spread.unsqueeze(axis + 1), spread.new_zeros(gaps)], dim=axis + 1)
+        spread = spread.reshape(*spread.shape[:axis], length * s, *spread.shape[axis + 2:])
+        spread = spread.narrow(axis, 0, (length - 1) * s + 1)
+    pads = []
+    for i in reversed(range(dims)):
+        edge = int(dilation[i]) * (kernel[i] - 1) - int(padding[i])
+        pads += [edge, edge + int(output_padding[i])]
+    if any(pads):
+        spread = torch.nn.functional.pad(spread, pads)  # a negative pad crops
+    c_in, per_group = weight.shape[0], weight.shape[1]
+    flipped = weight.flip(list(range(2, 2 + dims)))
+    flipped = flipped.reshape(groups, c_in // groups, per_group, *kernel).transpose(1, 2)
+    flipped = flipped.reshape(groups * per_group, c_in // groups, *kernel)
+    return _conv_as_gemm(spread, flipped, bias, [1] * dims, [0] * dims, dilation, False, [0] * dims, groups)
 
 
 def _fp32_only(model: Any, inputs: list[Any]) -> bool:

@@ -692,7 +692,7 @@ class ModelNew(Model):
 def test_a_convolution_as_a_window_gather_and_a_gemm_is_the_convolution(dims, stride, padding, dilation, groups):
     """The decomposition the strict rule's convolution build compiles (``_conv_as_gemm``), against torch's own
     convolution in float64: 1-D, 2-D and 3-D; strided, padded, dilated; grouped and depthwise; with and without a
-    bias. A transposed convolution is left to the op itself (``NotImplemented``)."""
+    bias."""
     import torch
     from evoforge.mutators.inductor_seed import _conv_as_gemm
 
@@ -710,7 +710,55 @@ def test_a_convolution_as_a_window_gather_and_a_gemm_is_the_convolution(dims, st
         conv = getattr(torch.nn.functional, f"conv{dims}d")
         want = conv(x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
         assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
-    assert _conv_as_gemm(x, w, None, [1] * dims, [0] * dims, [1] * dims, True, [0] * dims, groups) is NotImplemented
+
+
+@pytest.mark.parametrize("dims,stride,padding,output_padding,dilation,groups", [
+    (1, 3, 0, 0, 1, 1), (1, 2, 1, 1, 2, 2), (2, 1, 0, 0, 1, 1), (2, 2, 1, 1, 1, 3), (2, (2, 3), (2, 0), (1, 2), 2, 1),
+    (2, 2, 3, 0, 1, 6), (3, (1, 2, 2), (0, 1, 2), (0, 1, 0), 1, 2), (3, 2, 1, 1, (1, 2, 1), 1),
+])
+def test_a_transposed_convolution_as_a_gather_and_a_gemm_is_the_transposed_convolution(dims, stride, padding,
+                                                                                       output_padding, dilation,
+                                                                                       groups):
+    """A transposed convolution in the strict build (``_conv_as_gemm`` with ``transposed``: zeros spread between the
+    input's elements, the weights flipped and their channels swapped per group, then the plain decomposition),
+    against torch's own in float64: 1-D, 2-D and 3-D; strided (unequal strides too), padded past the kernel's reach
+    (a crop), output padding, dilated, grouped and depthwise; with and without a bias. Inductor has no Triton for it:
+    before, every transposed-convolution task had no seed under the strict rule (issue U)."""
+    import torch
+    from evoforge.mutators.inductor_seed import _conv_as_gemm
+
+    g = torch.Generator().manual_seed(dims * 11 + groups)
+    size = {1: (13,), 2: (7, 9), 3: (4, 5, 6)}[dims]
+    kernel = {1: (3,), 2: (3, 4), 3: (3, 3, 2)}[dims]
+    x = torch.randn(2, 6, *size, generator=g, dtype=torch.float64)
+    w = torch.randn(6, 12 // groups, *kernel, generator=g, dtype=torch.float64)
+
+    def expand(v):
+        return list(v) if isinstance(v, tuple) else [v] * dims
+
+    for bias in (None, torch.randn(12, generator=g, dtype=torch.float64)):
+        got = _conv_as_gemm(x, w, bias, expand(stride), expand(padding), expand(dilation), True,
+                            expand(output_padding), groups)
+        conv = getattr(torch.nn.functional, f"conv_transpose{dims}d")
+        want = conv(x, w, bias, stride=stride, padding=padding, output_padding=output_padding, groups=groups,
+                    dilation=dilation)
+        assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_transposed_convolution_task_starts_under_the_strict_rule(tmp_path, interpreter_evaluator):
+    """A transposed convolution (Inductor has no Triton for it: cuDNN's, under every build) starts under the strict
+    rule from the gather form: captured live and judged by the chain, odd shapes included. L1/79: 1-D, strided,
+    padded and dilated."""
+    from evoforge.task import Task
+
+    small = {"batch_size": 2, "in_channels": 3, "out_channels": 4, "length": 21}
+    capture = _capture_live(tmp_path, "L1/79", small)
+    with pytest.raises(NoInductorSeed, match="convolution|library calls only"):  # the default: cuDNN
+        _seed(capture)
+    source = seed_from_capture(capture)
+    assert "convolution(" not in source
+    result = _judge(interpreter_evaluator, Task.load("L1/79", overrides=small), source)
+    assert result.ok, result.message
 
 
 def test_convolution_tasks_start_under_the_strict_rule_as_window_gathers_and_gemms(tmp_path, interpreter_evaluator):
