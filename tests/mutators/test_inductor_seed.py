@@ -298,10 +298,9 @@ def test_captures_side_by_side_take_turns_to_time_their_autotuning(tmp_path):
     for it."""
     import threading
 
-    from torch._inductor.runtime import benchmarking
-
     from evoforge.backends.base import device_turn, device_turn_path
     from evoforge.mutators.inductor_seed import DEVICE_TURN_ENV, capture_env, take_turn_while_benchmarking
+    from torch._inductor.runtime import benchmarking
 
     path = device_turn_path("test-device", str(tmp_path))
     assert capture_env(4, path)[DEVICE_TURN_ENV] == path
