@@ -455,6 +455,38 @@ class Campaign:
         self._absorb(state, child, replace(failed.result, backend=self.backend.name, arch=self.config.arch),
                      started_at=started_at)
 
+    def _ready(self, state: TaskState, proposal: Proposal, made: Candidate | NoChild,
+               asked_at: float) -> tuple[str, Candidate | None]:
+        """What becomes of what an operator made for ``proposal``: ``"told"`` (the strategy learns it, nothing is
+        recorded: every move was evaluated, a config outside the legal space, a repeat), ``"recorded"`` (told and in
+        the record without the GPU: a failed proposal, the precheck's verdict, a result in the cache), ``"build"``
+        (a CuTe child for nvcc first) or ``"evaluate"`` (for a free evaluator), with the child as it goes on."""
+        assert self.store is not None and self.cache is not None
+        if isinstance(made, NoChild):
+            state.in_flight -= 1
+            if self._nothing_new(state, proposal, made):
+                return "told", None  # its operator's every move was evaluated: the strategy proposes again
+            self._failed_proposal(state, proposal, made, started_at=asked_at)
+            return "recorded", None
+        if self._outside_legal_space(state, made):
+            state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
+            return "told", None
+        if self._repeats_a_child(state, made):
+            state.in_flight -= 1  # the same kernel at the same params: its result is known or coming
+            return "told", None
+        # The child's one static check; its verdict travels with it to the actor and the chain.
+        made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
+                               knowledge=self.config.knowledge)
+        self.store.save_candidate(made)
+        early = early or self.cache.get(state.task.key(), made)
+        if early is not None:
+            state.in_flight -= 1
+            self._absorb(state, made, early)
+            return "recorded", made
+        if made.language == "cute" and self.builds is not None:
+            return "build", made
+        return "evaluate", made
+
     async def run(self) -> dict[str, Any]:
         try:
             return await self._run()
@@ -522,39 +554,15 @@ class Campaign:
                 for fut in done:
                     state, proposal = pending.pop(fut)
                     asked_at = proposed_at.pop(fut)
-                    made = fut.result()
-                    if isinstance(made, NoChild):
-                        state.in_flight -= 1
-                        if self._nothing_new(state, proposal, made):
-                            told = True  # its operator's every move was evaluated: the strategy proposes again
-                            continue
-                        self._failed_proposal(state, proposal, made, started_at=asked_at)
-                        told = True
-                        progress.update()
-                        continue
-                    if self._outside_legal_space(state, made):
-                        state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
-                        told = True
-                        continue
-                    if self._repeats_a_child(state, made):
-                        state.in_flight -= 1  # the same kernel at the same params: its result is known or coming
-                        told = True
-                        continue
-                    # The child's one static check; its verdict travels with it to the actor and the chain.
-                    made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
-                                           knowledge=self.config.knowledge)
-                    self.store.save_candidate(made)
-                    early = early or self.cache.get(state.task.key(), made)
-                    if early is not None:
-                        state.in_flight -= 1
-                        self._absorb(state, made, early)
-                        told = True
-                        progress.update()
-                        continue
-                    if made.language == "cute" and self.builds is not None:
+                    outcome, made = self._ready(state, proposal, fut.result(), asked_at)
+                    if outcome == "build":
                         building.append((state, made, self.builds.submit(made), time.time()))
-                        continue
-                    built.append((state, made, time.time()))
+                    elif outcome == "evaluate":
+                        built.append((state, made, time.time()))
+                    else:
+                        told = True
+                        if outcome == "recorded":
+                            progress.update()
                 # Builds that finished: a compile error is the child's result (no GPU time); a library goes on.
                 for item in [b for b in building if b[2].done()]:
                     building.remove(item)
