@@ -95,6 +95,15 @@ class Backend(Protocol):
         ...
 
 
+def lock_key_of(backend: Any) -> str | None:
+    """The backend's ``lock_key``, or None (no turns) where it has none or cannot name its device: a device that
+    cannot name itself takes no turns rather than failing every candidate."""
+    try:
+        return getattr(backend, "lock_key", None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def device_turn_path(key: str, lock_dir: str = DEVICE_LOCK_DIR) -> str:
     """The lock file of the device ``key`` names (its folder made): what ``device_turn`` holds, and what a process
     that cannot import the backends (a capture: ``mutators.inductor_seed.DEVICE_TURN_ENV``) is told to hold."""

@@ -35,7 +35,14 @@ from typing import Any
 
 import torch
 from evoforge.backends.arena import Arena, iter_tensors, nested_bytes, share
-from evoforge.backends.base import Backend, Timing, device_turn, device_turn_path, interleaved_blocks
+from evoforge.backends.base import (
+    Backend,
+    Timing,
+    device_turn,
+    device_turn_path,
+    interleaved_blocks,
+    lock_key_of,
+)
 from evoforge.backends.candidate_process import CandidateGone, CandidateProcess, staged_arena
 from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.backends.guards import OpRecorder, compute_ops
@@ -375,10 +382,7 @@ class VerificationChain:
         """Inductor's autotuning in this process (the baseline's compile: its launch configs and GEMM tiles are
         chosen by timing them) holds the device's turn, so that a candidate timed at once on the device does not
         choose them for it."""
-        try:
-            key = getattr(self.backend, "lock_key", None)
-        except Exception:  # noqa: BLE001  (a device that cannot name itself takes no turns, as in _turn)
-            key = None
+        key = lock_key_of(self.backend)
         if key is not None:
             take_turn_while_benchmarking(device_turn_path(key))
 
@@ -443,10 +447,7 @@ class VerificationChain:
     @contextlib.contextmanager
     def _turn(self, budget: _Budget) -> Iterator[dict[str, float]]:
         """The device's turn, telling the caller when the wait starts and ends (it stops the timeout's clock)."""
-        try:
-            key = getattr(self.backend, "lock_key", None)
-        except Exception:  # a device that cannot name itself takes no turns rather than failing every candidate
-            key = None
+        key = lock_key_of(self.backend)
         if key is not None:
             self.notify("turn-wait")
         with device_turn(key) as info:

@@ -304,8 +304,6 @@ class DeviceTurn:
     or the judge's compile (``take_turn_while_benchmarking``) hold it."""
 
     def __init__(self, path: str) -> None:
-        import threading
-
         self.path = path
         self._lock = threading.RLock()
         self._depth = 0
@@ -347,9 +345,8 @@ def device_turn_holder(path: str) -> DeviceTurn:
 
 def take_turn_while_benchmarking(path: str) -> None:
     """Inductor's GPU benchmarking (autotuning launch configs and GEMM tiles) in this process holds the device's turn
-    at ``path``: through
-    ``set_gpu_benchmark_lock_context``, Inductor's own hook, where torch has it; else (torch 2.11) each benchmarker
-    class's GPU timing methods wrapped, once."""
+    at ``path``: through ``set_gpu_benchmark_lock_context``, Inductor's own hook, where torch has it; else (torch
+    2.11) each benchmarker class's GPU timing methods wrapped, once."""
     import functools
 
     from torch._inductor.runtime import benchmarking

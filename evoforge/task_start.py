@@ -156,7 +156,7 @@ class TaskStarts:
         import subprocess
         import sys
 
-        from evoforge.backends.base import device_turn_path
+        from evoforge.backends.base import device_turn_path, lock_key_of
         from evoforge.core import last_error_line
         from evoforge.mutators.inductor_seed import capture_env
 
@@ -165,11 +165,8 @@ class TaskStarts:
             return
         captured.parent.mkdir(parents=True, exist_ok=True)
         device = str(self.backend.device).split(":")[0]
-        try:
-            key = getattr(self.backend, "lock_key", None)
-        except Exception:  # noqa: BLE001  (a device that cannot name itself: its captures take no turns)
-            key = None
         # The capture's autotuning times kernels: it holds the device's turn while it does, as evaluations do.
+        key = lock_key_of(self.backend)
         turn = device_turn_path(key) if key else None
         log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
         try:
