@@ -685,6 +685,11 @@ class ModelNew(Model):
     assert not refused.ok and "addmm" in refused.message, refused.message
 
 
+def _per_dim(v, dims):
+    """A convolution argument as torch's functional form takes it (an int or a tuple), as aten's list per dimension."""
+    return list(v) if isinstance(v, tuple) else [v] * dims
+
+
 @pytest.mark.parametrize("dims,stride,padding,dilation,groups", [
     (1, 3, 0, 4, 1), (1, 1, 2, 1, 2), (2, 1, 0, 1, 1), (2, 2, 1, 2, 3), (2, 1, 1, 1, 6), (3, (1, 2, 1), (1, 0, 2), 1, 1),
 ])
@@ -701,11 +706,8 @@ def test_a_convolution_as_a_window_gather_and_a_gemm_is_the_convolution(dims, st
     x = torch.randn(2, 6, *size, generator=g, dtype=torch.float64)
     w = torch.randn(12, 6 // groups, *kernel, generator=g, dtype=torch.float64)
 
-    def expand(v):
-        return list(v) if isinstance(v, tuple) else [v] * dims
-
     for bias in (None, torch.randn(12, generator=g, dtype=torch.float64)):
-        got = _conv_as_gemm(x, w, bias, expand(stride), expand(padding), expand(dilation), False, [0] * dims, groups)
+        got = _conv_as_gemm(x, w, bias, _per_dim(stride, dims), _per_dim(padding, dims), _per_dim(dilation, dims), False, [0] * dims, groups)
         conv = getattr(torch.nn.functional, f"conv{dims}d")
         want = conv(x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
         assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -732,12 +734,9 @@ def test_a_transposed_convolution_as_a_gather_and_a_gemm_is_the_transposed_convo
     x = torch.randn(2, 6, *size, generator=g, dtype=torch.float64)
     w = torch.randn(6, 12 // groups, *kernel, generator=g, dtype=torch.float64)
 
-    def expand(v):
-        return list(v) if isinstance(v, tuple) else [v] * dims
-
     for bias in (None, torch.randn(12, generator=g, dtype=torch.float64)):
-        got = _conv_as_gemm(x, w, bias, expand(stride), expand(padding), expand(dilation), True,
-                            expand(output_padding), groups)
+        got = _conv_as_gemm(x, w, bias, _per_dim(stride, dims), _per_dim(padding, dims), _per_dim(dilation, dims), True,
+                            _per_dim(output_padding, dims), groups)
         conv = getattr(torch.nn.functional, f"conv_transpose{dims}d")
         want = conv(x, w, bias, stride=stride, padding=padding, output_padding=output_padding, groups=groups,
                     dilation=dilation)
