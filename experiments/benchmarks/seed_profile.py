@@ -73,7 +73,33 @@ def _span_us(fn: Any, calls: int) -> float:
     return round(statistics.median(spans), 1)
 
 
-def profile_task(spec: str, allow_ops: list[str], seed_dir: Path | None = None) -> dict[str, Any]:
+def _placement_times(fns: dict[str, Any], rounds: int, seed: int = 0) -> dict[str, list[float]]:
+    """Each function timed (mirrored do_bench medians, as ``_bench_together``) under ``rounds`` different states of
+    the caching allocator: before a round, the cache is emptied and a pad of a random size (1-512 MiB, kept for the
+    round) allocated, so the intermediates and outputs a call allocates land at other device addresses. Identical
+    code whose time moves with the round is placement, not code."""
+    import random
+
+    import torch
+    import triton.testing
+    from evoforge.backends.base import mirrored_times
+
+    rng = random.Random(seed)
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        pad = torch.empty(rng.randint(1, 512) * 2**20 + rng.randint(0, 4095) * 512, dtype=torch.uint8, device="cuda")
+        times = mirrored_times(fns, lambda f: float(triton.testing.do_bench(f, warmup=25, rep=100,
+                                                                            return_mode="median")))
+        del pad
+        for k, v in times.items():
+            out[k].append(round(v, 5))
+    return out
+
+
+def profile_task(spec: str, allow_ops: list[str], seed_dir: Path | None = None,
+                 placements: int = 0) -> dict[str, Any]:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -100,8 +126,15 @@ def profile_task(spec: str, allow_ops: list[str], seed_dir: Path | None = None) 
     if given is not None and given.exists():  # a campaign's seed (RUN/seeds), beside the one captured here
         fns["given_seed"] = h200_suite.time_best(task, given.read_text(), {})
         row["given_seed_same_source"] = given.read_text() == source
+    if placements:  # a second instance of the same seed: what loading the same code twice changes
+        fns["seed_again"] = h200_suite.time_best(task, source, {})
     with torch.no_grad():
         row["ms"] = kernelbench_coverage._bench_together(fns)
+        if placements:
+            row["placement_ms"] = _placement_times(fns, placements)
+            row["placement_vs_compile"] = {
+                k: [round(c / t, 4) for c, t in zip(row["placement_ms"]["compile"], v, strict=True)]
+                for k, v in row["placement_ms"].items() if k != "compile"}
         for name, fn in fns.items():
             row[f"{name}_kernels_us"] = _kernel_times(fn, 20)
             row[f"{name}_kernel_sum_us"] = round(sum(row[f"{name}_kernels_us"].values()), 1)
@@ -119,6 +152,9 @@ def main() -> None:
     ap.add_argument("--task", action="append", required=True)
     ap.add_argument("--allow-ops", default="", help="comma-separated vendor ops the seed may call")
     ap.add_argument("--seeds", type=Path, help="a campaign's RUN/seeds folder: its seed timed beside the one captured")
+    ap.add_argument("--placements", type=int, default=0,
+                    help="also time every function under this many allocator states (and a second instance of the "
+                         "seed): how much of a difference is where the buffers land")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     allow = [o for o in args.allow_ops.split(",") if o]
@@ -126,7 +162,7 @@ def main() -> None:
     rows = []
     for spec in args.task:
         try:
-            row = profile_task(spec, allow, args.seeds)
+            row = profile_task(spec, allow, args.seeds, args.placements)
         except Exception as e:  # noqa: BLE001  (recorded; the next task runs)
             row = {"spec": spec, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         rows.append(row)
@@ -141,6 +177,8 @@ def main() -> None:
               f"{r['compile_kernel_sum_us']}/{r['seed_kernel_sum_us']} | {r['compile_host_us']}/{r['seed_host_us']} | "
               f"{r['compile_span_us']}/{r['seed_span_us']} | given seed vs compile {r.get('given_seed_vs_compile')} "
               f"same source {r.get('given_seed_same_source')}")
+        for k, v in (r.get("placement_vs_compile") or {}).items():
+            print(f"  {k} vs compile over allocator states: min {min(v)} median {statistics.median(v)} max {max(v)}")
 
 
 if __name__ == "__main__":
