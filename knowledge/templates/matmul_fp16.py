@@ -10,8 +10,13 @@ operands, plus:
 - OPERANDS: "fp16" (the default) or "fp8": both operands rounded once to float8 e4m3 before the GEMM (B stored
   K-major, as the fp8 tensor cores need on sm90), twice the fp16 MMA rate and a 3-bit mantissa: incorrect for
   an fp16 task.
-Both exist to be recorded as tuning landscapes (experiments/benchmarks/record_landscape.py) and as choices a
-campaign may meet; the knowledge base says in advance that they are unsafe for an fp16 task
+- SPLIT_K: 1 (the default) gives each program a whole K loop; S > 1 cuts K into S slices over a second grid
+  axis, each slice's fp32 partial tile goes to a (S, M, N) fp32 workspace, and a second kernel sums the slices
+  in order (deterministic, no atomics) into C. It is for shapes whose output tiles are too few to fill the GPU
+  and whose K is long (1024 x 1024 x 16384: 64 tiles of 128 x 128 for 132 SMs); elsewhere it only adds the
+  workspace's round trip through memory.
+ACC and OPERANDS exist to be recorded as tuning landscapes (experiments/benchmarks/record_landscape.py) and as
+choices a campaign may meet; the knowledge base says in advance that they are unsafe for an fp16 task
 (knowledge/rules/precision.yaml, ``unsafe_values``). Under TRITON_INTERPRET the fp16 accumulator is computed in
 fp32 and rounded (numpy), so the interpreter cannot see ACC's error: only a GPU run can.
 """
@@ -30,16 +35,17 @@ SPACE = {
     "num_stages": [2, 3, 4, 5],
     "ACC": ["fp32", "fp16"],
     "OPERANDS": ["fp16", "fp8"],
+    "SPLIT_K": [1, 2, 4, 8],
 }
 PARAMS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "ACC": "fp32", "OPERANDS": "fp16"}
+          "ACC": "fp32", "OPERANDS": "fp16", "SPLIT_K": 1}
 
 
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
                   stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, EVEN_MN: tl.constexpr, INT64: tl.constexpr,
-                  ACC16: tl.constexpr):
+                  ACC16: tl.constexpr, SPLIT_K: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -65,7 +71,17 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float16)
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    if SPLIT_K == 1:
+        k_first, k_last = 0, tl.cdiv(K, BLOCK_K)
+    else:  # this program's slice of the K steps; its partial tile goes to slice pid_k of the fp32 workspace
+        pid_k = tl.program_id(1)
+        k_steps = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
+        k_first = pid_k * k_steps
+        k_last = tl.minimum(k_first + k_steps, tl.cdiv(K, BLOCK_K))
+        a_ptrs += k_first * BLOCK_K * stride_ak
+        b_ptrs += k_first * BLOCK_K * stride_bk
+        c_ptr += pid_k.to(tl.int64) * M * N
+    for k in range(k_first, k_last):
         if EVEN_K and EVEN_MN:
             a = tl.load(a_ptrs)
             b = tl.load(b_ptrs)
@@ -89,6 +105,19 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
 
+@triton.jit
+def splitk_sum_kernel(ws_ptr, c_ptr, MN, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+    """C = the sum of the workspace's SPLIT_K slices, in slice order."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < MN
+    ws_ptrs = ws_ptr + offs
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for _ in tl.static_range(SPLIT_K):
+        acc += tl.load(ws_ptrs, mask=mask, other=0.0)
+        ws_ptrs += MN
+    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
 def to_fp8(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A as float8 e4m3 (row-major); B as float8 with K contiguous (the transpose stored, viewed back)."""
     a8 = a.to(torch.float8_e4m3fn)
@@ -102,15 +131,20 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     if PARAMS["OPERANDS"] == "fp8":
         a, b = to_fp8(a, b)
-    grid = (triton.cdiv(m, PARAMS["BLOCK_M"]) * triton.cdiv(n, PARAMS["BLOCK_N"]),)
+    split_k = PARAMS["SPLIT_K"]
+    # Split K: the tiles write fp32 partials to a (SPLIT_K, M, N) workspace, row-major, summed into C below.
+    out = c if split_k == 1 else torch.empty((split_k, m, n), device=c.device, dtype=torch.float32)
+    grid = (triton.cdiv(m, PARAMS["BLOCK_M"]) * triton.cdiv(n, PARAMS["BLOCK_N"]), split_k)
     # Tile sizes passed straight from PARAMS: the knowledge base's static checks (shared-memory budget) read
     # them at the launch and cannot follow a tuple-unpacked local.
-    matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                        c.stride(1), BLOCK_M=PARAMS["BLOCK_M"], BLOCK_N=PARAMS["BLOCK_N"],
+    matmul_kernel[grid](a, b, out, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(-2),
+                        out.stride(-1), BLOCK_M=PARAMS["BLOCK_M"], BLOCK_N=PARAMS["BLOCK_N"],
                         BLOCK_K=PARAMS["BLOCK_K"], GROUP_M=PARAMS["GROUP_M"], EVEN_K=k % PARAMS["BLOCK_K"] == 0,
                         EVEN_MN=m % PARAMS["BLOCK_M"] == 0 and n % PARAMS["BLOCK_N"] == 0,
-                        INT64=max(m * k, k * n, m * n) >= 2**31, ACC16=PARAMS["ACC"] == "fp16",
-                        num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
+                        INT64=max(m * k, k * n, split_k * m * n) >= 2**31, ACC16=PARAMS["ACC"] == "fp16",
+                        SPLIT_K=split_k, num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
+    if split_k > 1:
+        splitk_sum_kernel[(triton.cdiv(m * n, 1024),)](out, c, m * n, SPLIT_K=split_k, BLOCK=1024, num_warps=4)
     return c
 
 
