@@ -291,6 +291,13 @@ def backend_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def simulates(name: str) -> bool:
+    """Whether the backend ``name`` is a simulated device (a class with ``SIMULATES = True``: the replay backend),
+    which answers campaigns from recorded landscapes and a cost model instead of running kernels."""
+    _load_builtin()
+    return bool(getattr(_REGISTRY.get(name), "SIMULATES", False))
+
+
 def _load_builtin() -> None:
     from evoforge.backends import cuda, interpreter, replay, xpu  # noqa: F401  (registration side effect)
 

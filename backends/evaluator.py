@@ -28,6 +28,8 @@ class Evaluator:
                  child_env: dict[str, str] | None = None, memory_limit_bytes: int | None = None,
                  hide_paths: list[str] | None = None) -> None:
         device = get_backend(backend, arch=arch, **(backend_options or {}))
+        # A simulated device (the replay backend in a campaign) answers itself: no sandbox process is started.
+        self.simulated = device if getattr(device, "simulated", False) else None
         process = device.evaluation_process()
         self.backend = device.name
         self.arch = arch or device.arch
@@ -54,6 +56,9 @@ class Evaluator:
         """One candidate through the chain; ``options`` and ``timeout_s`` replace the evaluator's own for this one
         (one evaluator, and its warm process, serving several campaigns or callers)."""
         chosen = options or self.options
+        if self.simulated is not None:
+            checked, failure = precheck(candidate, backend=self.backend, arch=self.arch, knowledge=self.knowledge)
+            return failure or self.simulated.answer(task.name, checked)
         if chosen.baseline:  # no candidate runs: the judge times the baseline (``compile_baseline``)
             return self.sandbox.evaluate(task, candidate, chosen.to_dict(), timeout_s=timeout_s)
         # A candidate stamped by the campaign's precheck is not checked statically again; the stamp goes on.
@@ -68,6 +73,13 @@ class Evaluator:
 
         return self.evaluate(task, baseline_candidate(task), replace(options or self.options, baseline="compile"),
                              timeout_s=timeout_s)
+
+    def start(self) -> dict[str, str]:
+        """Start the evaluation process now (a simulated device has none); how its candidates are contained."""
+        if self.simulated is not None:
+            return {"mode": "simulated", "why": "the replay backend answers from recorded timings: nothing runs"}
+        self.sandbox.start()
+        return self.containment
 
     @property
     def containment(self) -> dict[str, str]:

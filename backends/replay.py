@@ -2,14 +2,23 @@
 
 Like Kernel Tuner's simulation mode, it lets a search strategy be run and scored on a CPU in milliseconds:
 ``Landscape.evaluate(params)`` answers what the GPU answered when the file was recorded.
+
+It is also a simulated device for whole campaigns (``evoforge run --backend replay``): built with ``simulate``
+(``ReplayBackend.for_campaign``), each evaluation the pool's actor is given is answered by ``answer(task,
+candidate)``: from the task's landscape where it has one, else from a seeded cost model (``CostModel``) over the
+candidate's params, after the configured delay (the simulated device is busy that long) and with the configured
+mix of failures. Everything but the GPU is the real engine: the actors, the strategies, the operators, the
+knowledge base, the cache and the record.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,13 +135,20 @@ class Landscape:
     def params_of(self, row: Mapping[str, Any]) -> dict[str, Any]:
         return {k: row[k] for k in self.space}
 
-    def seed_candidate(self) -> Candidate:
-        """A candidate whose space is the file's space; its source only declares SPACE and PARAMS."""
+    def seed_candidate(self, task: str = "") -> Candidate:
+        """A candidate whose space is the file's space: its source declares SPACE and PARAMS beside a stand-in for
+        the recorded kernel (``task``: the campaign task it seeds; the file's kernel by default)."""
         defaults = {k: v[0] for k, v in self.space.items()}
+        name = Path(self.path).name
+        # A module the static check accepts (a campaign on --backend replay checks every child as it would on a
+        # GPU): it stands for the recorded kernel and is never imported.
         source = (f"# Replay of {self.kernel} recorded on {self.gpu or 'an unknown GPU'}: "
-                  f"timings come from {Path(self.path).name}, nothing runs.\n"
-                  f"SPACE = {self.space!r}\nPARAMS = {defaults!r}\n")
-        return Candidate.from_source(source, task=self.kernel, operator=SEED_OPERATOR,
+                  f"timings come from {name}, nothing runs.\n"
+                  "import triton\n\n"
+                  f"SPACE = {self.space!r}\nPARAMS = {defaults!r}\n\n\n"
+                  "@triton.jit\ndef recorded_kernel():  # stands for the kernel the file recorded\n    pass\n\n\n"
+                  f"class ModelNew:\n    \"\"\"Stands for the recorded kernel: its times come from {name}.\"\"\"\n")
+        return Candidate.from_source(source, task=task or self.kernel, operator=SEED_OPERATOR,
                                      meta={"landscape": self.path})
 
     @property
@@ -173,29 +189,124 @@ class Landscape:
                                   **common)
 
 
+#: The statuses a simulated device may answer instead of a time (``ok`` is what is left of the probability).
+SIMULATED_FAILURES = (EvalStatus.COMPILE_ERROR, EvalStatus.RUNTIME_ERROR, EvalStatus.INCORRECT, EvalStatus.TIMEOUT,
+                      EvalStatus.CRASHED)
+
+
+def _unit(*parts: Any) -> float:
+    """A number in [0, 1) that only ``parts`` decide (the same in every process: no ``hash()`` salt)."""
+    digest = hashlib.blake2b(json.dumps(parts, sort_keys=True, default=str).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2 ** 64
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """A seeded stand-in for a GPU, for tasks without a recorded landscape: each config's time is a product of one
+    factor per (parameter, value) and one per config, and its fate (a time, or one of ``failures``, drawn with the
+    probabilities given) is fixed by the seed, the task and the config, so a repeat, a resume and the cache agree.
+    The reference takes ``ref_ms``; configs run between about 0.5x and 2x of it."""
+
+    seed: int = 0
+    failures: Mapping[str, float] = field(default_factory=dict)
+    ref_ms: float = 1.0
+
+    def evaluate(self, task: str, params: Mapping[str, Any]) -> EvalResult:
+        common = {"backend": "replay", "ref_ms": self.ref_ms, "timing_representative": False,
+                  "criterion": "cost model"}
+        fate = _unit(self.seed, task, dict(params), "fate")
+        for status in SIMULATED_FAILURES:
+            p = float(self.failures.get(str(status), 0.0))
+            if fate < p:
+                return EvalResult.failure(status, f"{status}: drawn by the replay backend's cost model (seed "
+                                          f"{self.seed}, probability {p:g})", **common)
+            fate -= p
+        factor = 1.0
+        for key in sorted(params):
+            factor *= 0.75 + 0.5 * _unit(self.seed, task, key, params[key])
+        factor *= 0.8 + 0.4 * _unit(self.seed, task, dict(params), "config")
+        ms = self.ref_ms * factor
+        return EvalResult(status=EvalStatus.OK, runtime_ms=ms, speedup=self.ref_ms / ms, **common)
+
+
+def check_simulation(simulate: Mapping[str, Any], *, where: str = "[replay]") -> None:
+    """A simulation's settings, checked before anything starts: one line naming the setting and the fix."""
+    delay = simulate.get("delay_s", 0.0)
+    if not isinstance(delay, int | float) or delay < 0:
+        raise UsageError(f"{where} delay_s = {delay!r}: give the seconds each simulated evaluation takes (>= 0)")
+    failures = simulate.get("failures") or {}
+    known = [str(s) for s in SIMULATED_FAILURES]
+    for status, p in failures.items():
+        if status not in known:
+            raise UsageError(f"{where} failures: unknown status {status!r} (choose from {', '.join(known)})")
+        if not isinstance(p, int | float) or not 0 <= p <= 1:
+            raise UsageError(f"{where} failures: {status} = {p!r} is not a probability (between 0 and 1)")
+    if sum(float(p) for p in failures.values()) > 1:
+        raise UsageError(f"{where} failures: the probabilities add up to more than 1")
+
+
 @register("replay")
 class ReplayBackend:
-    """A backend that runs nothing: ``evaluate`` looks the candidate's params up in a recorded landscape."""
+    """A backend that runs nothing: ``evaluate`` looks the candidate's params up in a recorded landscape.
+
+    Built with ``simulate`` (``for_campaign``), it is a simulated device for a campaign: ``answer(task, candidate)``
+    serves each task from its landscape (``simulate["landscapes"]``: task name -> file), else from a ``CostModel``,
+    after ``simulate["delay_s"]`` seconds. The Evaluator calls ``answer`` instead of starting a sandbox: nothing is
+    imported, compiled or run.
+    """
 
     name = "replay"
+    SIMULATES = True  # backends.base.simulates: a campaign on it is answered by ``answer``, not run
 
     def __init__(self, *, landscape: str | Path | Landscape | None = None, arch: str | None = None,
-                 **_: Any) -> None:
+                 simulate: Mapping[str, Any] | None = None, **_: Any) -> None:
         self._landscape = Landscape.load(landscape) if isinstance(landscape, str | Path) else landscape
         self._arch = arch
         self.lock_key = None  # nothing runs
+        self.simulate = dict(simulate) if simulate is not None else None
+        self._landscapes: dict[str, Landscape] = {}
+        if self.simulate is not None:
+            check_simulation(self.simulate)
+            self._model = CostModel(seed=int(self.simulate.get("seed", 0)),
+                                    failures=dict(self.simulate.get("failures") or {}))
+
+    @classmethod
+    def for_campaign(cls, *, landscapes: Mapping[str, str], delay_s: float = 0.0,
+                     failures: Mapping[str, float] | None = None, seed: int = 0,
+                     arch: str | None = None) -> ReplayBackend:
+        """A simulated device for a campaign (its options are plain values: they travel to the pool's actors)."""
+        return cls(arch=arch, simulate={"landscapes": dict(landscapes), "delay_s": float(delay_s),
+                                        "failures": dict(failures or {}), "seed": seed})
+
+    @property
+    def simulated(self) -> bool:
+        """Whether this backend answers a campaign's evaluations itself (``answer``), with no evaluation process."""
+        return self.simulate is not None
 
     @property
     def landscape(self) -> Landscape:
         if self._landscape is None:
             raise UsageError("--backend replay runs no kernel: it serves recorded timings to "
-                             "`evoforge search-bench LANDSCAPE.json`; choose another --backend")
+                             "`evoforge search-bench LANDSCAPE.json` and to campaigns (`evoforge run --backend replay "
+                             "--landscape FILE`); choose another --backend")
         return self._landscape
 
+    def landscape_of(self, task_name: str) -> Landscape | None:
+        """The landscape that answers ``task_name`` in a simulation (loaded once per process), or None."""
+        path = (self.simulate or {}).get("landscapes", {}).get(task_name)
+        if not path:
+            return None
+        if path not in self._landscapes:
+            self._landscapes[path] = Landscape.load(path)
+        return self._landscapes[path]
+
     def available(self) -> tuple[bool, str]:
+        if self.simulate is not None:
+            return True, "simulates a device from recorded landscapes and a seeded cost model"
         if self._landscape is None:
             return False, ("runs no kernel: it serves timings recorded on a GPU to "
-                           "`evoforge search-bench LANDSCAPE.json` (for eval and run, choose another backend)")
+                           "`evoforge search-bench LANDSCAPE.json` and to `evoforge run --backend replay` (for eval, "
+                           "choose another backend)")
         return True, f"replays {Path(self._landscape.path).name} recorded on {self._landscape.gpu}"
 
     @property
@@ -206,10 +317,19 @@ class ReplayBackend:
     def arch(self) -> str:
         if self._arch:
             return self._arch
-        return self._landscape.arch if self._landscape is not None else "unknown"
+        if self._landscape is not None:
+            return self._landscape.arch
+        if self.simulate is not None:
+            archs = {Landscape.load(p).arch for p in self.simulate.get("landscapes", {}).values()}
+            # a campaign of recorded H200 landscapes is one of sm90; a cost model alone stands for an H200 too
+            return archs.pop() if len(archs) == 1 else "nvidia-sm90"
+        return "unknown"
 
     @property
     def properties(self) -> dict[str, Any]:
+        if self.simulate is not None:
+            return {"name": "replay (simulated device)", "delay_s": self.simulate.get("delay_s", 0.0),
+                    "landscapes": len(self.simulate.get("landscapes", {}))}
         if self._landscape is None:
             return {"name": "replay (no landscape)"}
         ls = self._landscape
@@ -237,3 +357,16 @@ class ReplayBackend:
 
     def evaluate(self, candidate: Candidate) -> EvalResult:
         return self.landscape.evaluate(candidate.params)
+
+    def answer(self, task_name: str, candidate: Candidate) -> EvalResult:
+        """A simulated evaluation: the task's landscape (else the cost model) answers for ``candidate.params``, after
+        the configured delay, the time a device would have been busy."""
+        assert self.simulate is not None, "answer() is a simulation's (ReplayBackend.for_campaign)"
+        started = time.perf_counter()
+        delay = float(self.simulate.get("delay_s", 0.0))
+        if delay:
+            time.sleep(delay)
+        landscape = self.landscape_of(task_name)
+        result = (landscape.evaluate(candidate.params) if landscape is not None
+                  else self._model.evaluate(task_name, candidate.params))
+        return replace(result, eval_s=round(time.perf_counter() - started, 6))

@@ -97,6 +97,7 @@ class Campaign:
         self.llm: Any = None
         self.elapsed_before_s = 0.0
         self._last_save = 0.0  # monotonic time of the last campaign_state.json write
+        self._legality: dict[str, Callable[[Any], dict[str, Any] | None]] = {}  # landscape task -> its refusals
 
     @property
     def maker(self) -> ChildMaker:
@@ -149,6 +150,10 @@ class Campaign:
 
         if not self.config.knowledge:
             return {}
+        if (landscape := self._landscape_of(task)) is not None:  # as search-bench tells it of the same file
+            from evoforge.search.bench import knowledge_hints
+
+            return knowledge_hints(landscape)
         return knowledge.search_hints(None, knowledge.infer_task_dtype(task.source), self.config.arch)
 
     def setup(self) -> None:
@@ -192,7 +197,7 @@ class Campaign:
             raise UsageError(f"--out {self.run_dir}: already holds a campaign; continue it with "
                              f"`evoforge run --resume {self.run_dir}`, or choose another --out")
         validate_config(cfg, "config")
-        backend = available_backend(cfg.backend, arch=cfg.arch or None)
+        backend = available_backend(cfg.backend, arch=cfg.arch or None, **self._backend_options())
         self.backend = backend
         if cfg.backend == "auto":
             cfg.backend = backend.name
@@ -217,6 +222,10 @@ class Campaign:
             self._refuse_studies_of_another_run([s.task.name for s in states])
         for state in states:
             self.tasks[state.task.name] = state
+            if (landscape := self._landscape_of(state.task)) is not None:
+                from evoforge.search.bench import legality
+
+                self._legality[state.task.name] = legality(landscape)
             study = self.store.study(state.task.name)
             if "run_dir" not in study.user_attrs:
                 study.set_user_attr("run_dir", str(self.run_dir.resolve()))
@@ -232,6 +241,26 @@ class Campaign:
             from evoforge.backends.cute_builds import BuildAhead
 
             self.builds = BuildAhead(arch=cfg.arch, workers=cfg.build_workers or None)
+
+    def _backend_options(self) -> dict[str, Any]:
+        """What the backend is built with, here and in the pool's actors: on ``--backend replay``, the simulated
+        device (each landscape task's file, the delay, the cost model's failures and seed); nothing otherwise."""
+        from evoforge.backends.base import simulates
+        from evoforge.task_start import landscape_task_name
+
+        if not simulates(self.config.backend):
+            return {}
+
+        cfg = self.config
+        return {"simulate": {"landscapes": {landscape_task_name(t.landscape): t.landscape for t in cfg.tasks
+                                            if t.landscape},
+                             "delay_s": cfg.replay.delay_s, "failures": dict(cfg.replay.failures),
+                             "seed": cfg.seed}}
+
+    def _landscape_of(self, task: Task) -> Any:
+        """The landscape that answers ``task`` on --backend replay, or None (a task of its own, or the cost model's)."""
+        landscape_of = getattr(self.backend, "landscape_of", None)
+        return landscape_of(task.name) if callable(landscape_of) and self.backend.simulated else None
 
     def _check_languages(self, pairs: list[tuple[Task, Candidate]], backend: Any) -> None:
         """A CuTe task needs a backend that runs CUDA C++ and a toolchain that builds it: one line now, not a
@@ -279,9 +308,13 @@ class Campaign:
                          f"inputs; {cfg.evaluators_per_device} evaluations at once would not fit in the device's "
                          f"{device_bytes / 2**30:.0f} GiB, so {per_device} per device evaluate (evaluators_per_device)")
         workers, num_gpus = pool_shape(self.backend, workers=cfg.workers, per_device=per_device)
+        simulated = getattr(self.backend, "simulated", False)
+        per_actor = min(cfg.replay.devices_per_actor, workers) if simulated else 1
+        actors = -(-workers // per_actor)
         where = f"the Ray cluster at {cfg.ray_address}" if cfg.ray_address else "a local Ray"
+        shape = (f"{workers} simulated device(s) on {actors} actor(s)" if simulated else f"{workers} evaluator(s)")
         self.say(f"campaign {cfg.name}: {len(self.tasks)} task(s), {cfg.budget_evals} evaluations each, on "
-                 f"{self.backend.name} ({cfg.arch}); starting {workers} evaluator(s) in {where}, which takes a "
+                 f"{self.backend.name} ({cfg.arch}); starting {shape} in {where}, which takes a "
                  f"while before the first result; recording in {self.run_dir}")
         # This process holds the LLM key: undumpable (no same-user process reads its /proc/<pid>/environ or memory;
         # candidates, even run by root, hold no CAP_SYS_PTRACE), and Ray's daemons and workers start without it.
@@ -289,19 +322,21 @@ class Campaign:
 
         key_names = (cfg.llm.api_key_env,) if cfg.llm.api_key_env else ()
         protect_secrets(extra=key_names)
-        init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(workers, 2), secret_names=key_names)
+        init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(actors, 2), secret_names=key_names)
         # The knowledge base's hard rules were checked here, before the pool (precheck): not again in the actors.
         # The run directory (the record, the cache, the LLM's cache) is out of the candidates' sight where they
         # run contained (backends/containment.py).
         evaluator_kwargs = {"backend": self.backend.name, "arch": cfg.arch, "options": self._options.to_dict(),
                             "timeout_s": cfg.timeout_s, "knowledge": False,
                             "hide_paths": [str(self.run_dir.resolve())]}
+        if options := self._backend_options():
+            evaluator_kwargs["backend_options"] = options
         if self.pools is not None:
             self.pool = self.pools.lend(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
-                                        timeout_s=cfg.timeout_s)
+                                        timeout_s=cfg.timeout_s, slots_per_actor=per_actor)
         else:
             self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
-                                 timeout_s=cfg.timeout_s)
+                                 timeout_s=cfg.timeout_s, slots_per_actor=per_actor)
         self.pool.wait_started()  # where no evaluator can start, one line now, not a campaign of `crashed`
         cfg.write(self.run_dir / "config.json")
         # The time budget is the search's: it starts once the evaluators are there, not during the set-up (torch.compile
@@ -357,14 +392,21 @@ class Campaign:
             return False
         from evoforge import knowledge
 
-        legal, violations = knowledge.is_legal(child.params, self.config.arch, source=child.source)
-        if legal:
-            return False
-        rules = ", ".join(sorted({v.rule for v in violations if v.severity == "hard"}))
+        if state.task.name in self._legality:  # a landscape: its rules read the recorded kernel, as search-bench's
+            details = self._legality[state.task.name](child.params)
+            if details is None:
+                return False
+            rules = ", ".join(details["refused_by"])
+        else:
+            legal, violations = knowledge.is_legal(child.params, self.config.arch, source=child.source)
+            if legal:
+                return False
+            rules = ", ".join(sorted({v.rule for v in violations if v.severity == "hard"}))
+            details = knowledge.refusal(violations)
         state.illegal_skipped += 1
         state.strategy.tell(child, EvalResult.failure(EvalStatus.INVALID, f"outside the legal space ({rules})",
                                                       backend=self.backend.name, arch=self.config.arch,
-                                                      details=knowledge.refusal(violations)))
+                                                      details=details))
         return True
 
     def _repeats_a_child(self, state: TaskState, child: Candidate) -> bool:

@@ -42,8 +42,21 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
         config.operators = [o.strip() for o in args.operators.split(",") if o.strip()]
     if args.no_kb:
         config.knowledge = False
-    if args.task:
-        config.tasks = [TaskConfig(spec=t) for t in args.task]
+    landscapes = [str(Path(f).absolute()) for f in getattr(args, "landscape", None) or []]
+    if args.task or landscapes:
+        config.tasks = [TaskConfig(spec=t) for t in args.task or []] + [TaskConfig(spec=f, landscape=f)
+                                                                        for f in landscapes]
+    if getattr(args, "replay_delay", None) is not None:
+        config.replay.delay_s = args.replay_delay
+    if getattr(args, "replay_failures", None):
+        failures = parse_assignments(args.replay_failures, flag="--replay-failures")
+        bad = [k for k, v in failures.items() if not isinstance(v, int | float) or isinstance(v, bool)]
+        if bad:
+            raise UsageError(f"--replay-failures {bad[0]}={failures[bad[0]]!r}: give each status a probability, "
+                             "e.g. --replay-failures compile_error=0.1,incorrect=0.05")
+        config.replay.failures = {k: float(v) for k, v in failures.items()}
+    if getattr(args, "devices_per_actor", None) is not None:
+        config.replay.devices_per_actor = args.devices_per_actor
     if getattr(args, "kernelbench", None):  # recorded, so a resume finds the same tasks without the flag
         config.kernelbench = str(Path(args.kernelbench).expanduser().resolve())
     resolve_kernelbench_specs(config, "kernelbench in the config")
@@ -198,6 +211,17 @@ def add_subparser(sub: Any) -> None:
     p = sub.add_parser("run", help="run a campaign (evolution + Bayesian tuning, recorded in Optuna)")
     p.add_argument("config", nargs="?", help="campaign TOML (e.g. experiments/quickstart.toml)")
     p.add_argument("--task", action="append", help="task file or L1/23 (repeatable; replaces the config's tasks)")
+    p.add_argument("--landscape", action="append", metavar="FILE",
+                   help="--backend replay: a recorded landscape (JSON) as a task, its evaluations answered from the "
+                        "file (repeatable; with --task, beside those tasks, which a seeded cost model answers)")
+    p.add_argument("--replay-delay", type=float, metavar="SECONDS",
+                   help="--backend replay: how long each simulated evaluation keeps its device busy (default 0)")
+    p.add_argument("--replay-failures", metavar="STATUS=P,...",
+                   help="--backend replay: the cost model's failure mix for tasks without a landscape, e.g. "
+                        "compile_error=0.1,incorrect=0.05,timeout=0.01 (default: none fail)")
+    p.add_argument("--devices-per-actor", type=int, metavar="N",
+                   help="--backend replay: simulated devices (--workers of them) one Ray actor process serves at "
+                        "once (default 1)")
     p.add_argument("--kernelbench", metavar="DIR", help=kernelbench_flag_help())
     p.add_argument("--seed-kernel", help="starting kernel (a module defining ModelNew)")
     p.add_argument("--build-workers", type=int,
@@ -209,7 +233,8 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--name", help="campaign name (studies are named <name>/<task>)")
     p.add_argument("--budget-evals", type=int, help="evaluations per task")
     p.add_argument("--budget-minutes", type=float, help="wall-clock budget of the whole campaign")
-    p.add_argument("--backend", help="auto, cuda, xpu or interpreter")
+    p.add_argument("--backend", help="auto, cuda, xpu, interpreter, or replay (a simulated device: recorded "
+                                     "landscapes and a seeded cost model; see --landscape)")
     p.add_argument("--arch", help="knowledge-base arch (default: the device's)")
     p.add_argument("--set", action="append", metavar="K=V", help="override a task constant (all tasks)")
     p.add_argument("--shapes", help='extra correctness shapes for all tasks: "batch_size=3,dim=777;..."')

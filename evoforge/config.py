@@ -37,6 +37,22 @@ class TaskConfig:
     floor_passes: float | None = None
     allow_ops: list[str] = field(default_factory=list)
     language: str = ""  # "triton" or "cute"; empty: the seed's own (core.source_language)
+    # A recorded landscape (backends/replay.py) that answers this task's evaluations on --backend replay: the task is
+    # the file's kernel, its seed the file's space; ``spec`` may be left out (it is then the file)
+    landscape: str = ""
+
+
+@dataclass
+class ReplayConfig:
+    """The simulated device of ``--backend replay`` (``[replay]``): how long each evaluation keeps a device busy,
+    and, for tasks without a landscape (answered by a seeded cost model), which failures it draws how often."""
+
+    delay_s: float = 0.0
+    failures: dict[str, float] = field(default_factory=dict)  # status -> probability (compile_error, incorrect...)
+    devices_per_actor: int = 1  # simulated devices one Ray actor process serves at once (--workers of them in all)
+
+    def is_default(self) -> bool:
+        return self == ReplayConfig()
 
 
 @dataclass
@@ -71,6 +87,7 @@ class CampaignConfig:
     kernelbench: str = ""
     tasks: list[TaskConfig] = field(default_factory=list)
     llm: LLMConfig = field(default_factory=LLMConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def run_dir(self) -> Path:
         return Path(self.out or f"runs/{self.name}")
@@ -132,6 +149,8 @@ def _build(cls: type, table: dict[str, Any], where: str, source: str) -> Any:
         prefix = f"{where}." if where else ""
         raise UsageError(f"{source}: unknown key {prefix}{unknown[0]} (known: {', '.join(sorted(known))})")
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k, source) for k, v in table.items()}
+    if cls is TaskConfig and "spec" not in kwargs and kwargs.get("landscape"):
+        kwargs["spec"] = kwargs["landscape"]  # a landscape is the task
     if cls is TaskConfig and "spec" not in kwargs:
         raise UsageError(f"{source}: {where} needs spec = \"<task file or L1/23>\"")
     return cls(**kwargs)
@@ -162,6 +181,9 @@ def _normalize_llm(table: Any, source: str) -> Any:
     return {**table, "models": models}
 
 
+#: The tables of a campaign TOML beside [campaign] (the simulated device's is named after the backend it sets up).
+REPLAY = "replay"
+SECTIONS = ("tasks", "llm", REPLAY)
 # What a resumed campaign may change (the rest is the run's: its name, tasks, operators...).
 COMPILE_BASELINE = ("auto", "on", "off")
 RESUME_OVERRIDES = ("budget_evals", "budget_minutes", "backend", "storage", "ray_address", "workers", "timeout_s",
@@ -204,19 +226,25 @@ def config_from_dict(data: dict[str, Any], *, source: str, base_dir: Path | None
                      note_deprecated: bool = True) -> CampaignConfig:
     """A campaign config from the TOML structure (``{"campaign": {...}, "tasks": [...], "llm": {...}}``)."""
     data = dict(data)
-    unknown = sorted(set(data) - {"campaign", "tasks", "llm"})
+    unknown = sorted(set(data) - {"campaign", *SECTIONS})
     if unknown:
-        raise UsageError(f"{source}: unknown section [{unknown[0]}] (known: [campaign], [[tasks]], [llm])")
+        raise UsageError(f"{source}: unknown section [{unknown[0]}] (known: [campaign], [[tasks]], [llm], [replay])")
     table = _renamed(dict(data.get("campaign", {})), source, note=note_deprecated)
-    if "tasks" in table or "llm" in table:
-        raise UsageError(f"{source}: put tasks in [[tasks]] and LLM settings in [llm], not under [campaign]")
+    if any(section in table for section in SECTIONS):
+        raise UsageError(f"{source}: put tasks in [[tasks]], LLM settings in [llm] and the simulated device in "
+                         "[replay], not under [campaign]")
     table["tasks"] = [_normalize_task(t, i, source) for i, t in enumerate(data.get("tasks", []))]
     table["llm"] = _normalize_llm(data.get("llm", {}), source)
+    table[REPLAY] = data.get(REPLAY, {})
     config = _build(CampaignConfig, table, "", source)
     if base_dir is not None:  # paths in a config are relative to the config file, as a user expects
         for task in config.tasks:
             if task.seed_kernel and not Path(task.seed_kernel).is_absolute():
                 task.seed_kernel = str((base_dir / task.seed_kernel).resolve())
+            if task.landscape and not Path(task.landscape).is_absolute():
+                relative = task.spec == task.landscape
+                task.landscape = str((base_dir / task.landscape).absolute())
+                task.spec = task.landscape if relative else task.spec
             spec_path = base_dir / task.spec
             if spec_path.exists():
                 task.spec = str(spec_path.resolve())
@@ -267,6 +295,7 @@ def validate_config(config: CampaignConfig, source: str) -> None:
             where = "--language" if flags else f"{source}: tasks[{i}].language"
             raise UsageError(f"{where} = {task.language!r}: unknown kernel language (choose from "
                              f"{', '.join(LANGUAGES)}, or leave it out to take the seed's)")
+    _validate_replay(config, source)
     if not config.name or "/" in config.name:
         raise UsageError(f"{source}: name must be non-empty and contain no '/' (studies are named <name>/<task>)")
     from evoforge.backends.base import backend_names
@@ -282,6 +311,38 @@ def validate_config(config: CampaignConfig, source: str) -> None:
     expand_operators(config.operators, source="--operators" if flags else f"{source}: operators")
 
 
+def _validate_replay(config: CampaignConfig, source: str) -> None:
+    """Landscapes and a simulated device belong to ``--backend replay``, and it to them: a mix is one line naming
+    the flag (or key) and the fix."""
+    flags = source == "flags"
+    from evoforge.backends.base import simulates
+
+    landscapes = [t for t in config.tasks if t.landscape]
+    if not simulates(config.backend):
+        if landscapes:
+            where = "--landscape" if flags else f"{source}: tasks[{config.tasks.index(landscapes[0])}].landscape"
+            raise UsageError(f"{where} {landscapes[0].landscape}: a landscape answers evaluations only on "
+                             f"--backend replay (the backend is {config.backend}); add --backend replay, or drop "
+                             "the landscape to run the task's kernels")
+        if not config.replay.is_default():
+            where = "--replay-delay/--replay-failures/--devices-per-actor" if flags else f"{source}: [replay]"
+            raise UsageError(f"{where}: settings of the simulated device of --backend replay (the backend is "
+                             f"{config.backend}); add --backend replay, or drop them")
+        return
+    from evoforge.backends.replay import check_simulation
+
+    check_simulation({"delay_s": config.replay.delay_s, "failures": config.replay.failures},
+                     where="--replay-delay/--replay-failures:" if flags else f"{source}: [replay]")
+    if config.replay.devices_per_actor < 1:
+        where = "--devices-per-actor" if flags else f"{source}: [replay] devices_per_actor"
+        raise UsageError(f"{where} = {config.replay.devices_per_actor}: at least 1 simulated device per actor")
+    names = [Path(t.landscape).stem for t in landscapes]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"--landscape: two landscapes make one task {twice[0]!r} (a task is named by its file's "
+                         "stem): give each task a file of its own name")
+
+
 def resolved_config_from_file(path: Path) -> CampaignConfig:
     """The config a run directory was started with (``RUN_DIR/config.json``)."""
     try:
@@ -290,4 +351,6 @@ def resolved_config_from_file(path: Path) -> CampaignConfig:
         raise UsageError(f"--resume: cannot read {path} ({e.__class__.__name__}); is this a run directory?") from None
     tasks = data.pop("tasks", [])
     llm = data.pop("llm", {})
-    return config_from_dict({"campaign": data, "tasks": tasks, "llm": llm}, source=str(path), note_deprecated=False)
+    replay = data.pop(REPLAY, {})
+    return config_from_dict({"campaign": data, "tasks": tasks, "llm": llm, REPLAY: replay}, source=str(path),
+                            note_deprecated=False)

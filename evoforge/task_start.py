@@ -23,6 +23,11 @@ log = logging.getLogger("evoforge.campaign")
 KNOWLEDGE_START = "knowledge-start"
 
 
+def landscape_task_name(path: str) -> str:
+    """The task a landscape file makes: its file's stem (``matmul_bf16_4096``)."""
+    return Path(path).stem
+
+
 class TaskStarts:
     """The tasks of one campaign config, each with its seed (``load``) and what to evaluate beside it
     (``knowledge_starts``, ``variant_starts``); the inputs' shapes and bytes at the main shape (``input_shapes``,
@@ -46,6 +51,9 @@ class TaskStarts:
             raise UsageError("no tasks: give --task T or [[tasks]] in the config")
         out = []
         for tc in self.config.tasks:
+            if tc.landscape:  # a recorded kernel, answered from its file on --backend replay
+                out.append(self._landscape_task(tc.landscape))
+                continue
             language = tc.language or None  # None: the seed's own
             task = Task.load(tc.spec, overrides=tc.set, shapes=tc.shapes, allow_ops=tc.allow_ops,
                              floor_passes=tc.floor_passes)
@@ -80,6 +88,16 @@ class TaskStarts:
                                  "evoforge.backends.cute.load; drop the language to take the seed's)")
             out.append((task, self._seed_candidate(task, source, {"seed_file": str(seed_path)}, own)))
         return self._inductor_seeds(out)
+
+    def _landscape_task(self, path: str) -> tuple[Task, Candidate]:
+        """A task whose evaluations a recorded landscape answers: named by the file's stem, its seed the file's space
+        (``Landscape.seed_candidate``); nothing of it is run, so it has no inputs to draw."""
+        from evoforge.backends.replay import Landscape
+
+        landscape = Landscape.load(path)
+        task = Task(path=str(Path(path).absolute()), name=landscape_task_name(path))
+        self.input_shapes[task.name], self.input_bytes[task.name] = (), 0
+        return task, landscape.seed_candidate(task=task.name)
 
     def _inductor_seeds(self, pairs: list[tuple[Task, Candidate | None]]) -> list[tuple[Task, Candidate]]:
         """Every task no template serves gets its seed from torch.compile, the captures run side by side (each a

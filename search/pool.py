@@ -140,8 +140,7 @@ class EvalActor:
 
     def start(self) -> dict[str, str]:
         """Start the evaluation process now (``EvalPool.wait_started``); how its candidates are contained."""
-        self.evaluator.sandbox.start()
-        return self.evaluator.containment
+        return self.evaluator.start()
 
     def pid(self) -> int:
         return os.getpid()
@@ -159,27 +158,36 @@ class _Slot:
     restarts: int = 0
     tag: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    group: int = 0  # the actor process this slot's evaluations go to (several slots may share one)
 
 
 class EvalPool:
-    """A fixed set of actors; ``submit`` to a free one, ``poll`` for finished results."""
+    """A fixed set of evaluation slots on actors; ``submit`` to a free one, ``poll`` for finished results.
+
+    A slot is one evaluation at a time: one device. ``slots_per_actor`` > 1 lets one actor process serve several
+    slots at once (a threaded actor), for simulated devices (the replay backend), whose evaluations are a wait and
+    a look-up: 128 simulated devices need not be 128 Python processes. An actor that dies or hangs is replaced for
+    every slot it served."""
 
     def __init__(self, *, size: int, evaluator_kwargs: dict[str, Any], num_gpus: float = 0.0,
-                 timeout_s: float = 120.0, grace_s: float = 120.0) -> None:
+                 timeout_s: float = 120.0, grace_s: float = 120.0, slots_per_actor: int = 1) -> None:
         self.evaluator_kwargs = evaluator_kwargs
         self.num_gpus = num_gpus
+        self.slots_per_actor = max(1, slots_per_actor)
         self.timeout_s = timeout_s
         self.grace_s = grace_s  # startup of a fresh evaluation process (imports) on top of the timeout
         if 0 < num_gpus < 1:  # actors share a GPU: an evaluation may also wait its turn (the sandbox's bound)
             self.grace_s += TURN_WAIT_FACTOR * timeout_s
-        self.slots = [_Slot(actor=self._new_actor(), tag=f"worker-{i}") for i in range(size)]
+        per = self.slots_per_actor
+        self._actors = [self._new_actor() for _ in range(-(-size // per))]
+        self.slots = [_Slot(actor=self._actors[i // per], tag=f"worker-{i}", group=i // per) for i in range(size)]
 
     def wait_started(self, timeout_s: float = 300.0) -> None:
         """Until one actor's evaluation process has started (its first candidate process loaded the runner), the
         others starting meanwhile: where none can (evoforge's own modules out of reach of the actors, the judge or
         a candidate's process), ``UsageError`` says why in one line, at start-up, not a campaign of ``crashed``.
         Any other failure, or no answer within ``timeout_s``, is left to the evaluations (each actor is replaced)."""
-        pending = [slot.actor.start.remote() for slot in self.slots]
+        pending = [actor.start.remote() for actor in self._actors]
         deadline = time.monotonic() + timeout_s
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=max(deadline - time.monotonic(), 0.0))
@@ -197,6 +205,8 @@ class EvalPool:
 
     def _new_actor(self) -> Any:
         options: dict[str, Any] = {"num_cpus": 1}
+        if self.slots_per_actor > 1:
+            options["max_concurrency"] = self.slots_per_actor
         if self.num_gpus:
             options["num_gpus"] = self.num_gpus
         return EvalActor.options(**options).remote(self.evaluator_kwargs)
@@ -221,11 +231,15 @@ class EvalPool:
         return slot.tag
 
     def _replace_actor(self, slot: _Slot) -> None:
-        try:
-            ray.kill(slot.actor, no_restart=True)
-        except Exception:
-            pass
-        slot.actor = self._new_actor()
+        """A fresh actor for the slot's group; a slot whose actor another slot of the group replaced already takes
+        the new one (its own evaluation died with the old)."""
+        if slot.actor is self._actors[slot.group]:
+            try:
+                ray.kill(slot.actor, no_restart=True)
+            except Exception:
+                pass
+            self._actors[slot.group] = self._new_actor()
+        slot.actor = self._actors[slot.group]
         slot.restarts += 1
 
     def poll(self, timeout_s: float = 0.1) -> list[tuple[Any, Candidate, EvalResult, str]]:
@@ -263,13 +277,13 @@ class EvalPool:
         return out
 
     def shutdown(self) -> None:
-        for slot in self.slots:
+        for actor in self._actors:
             try:
-                ray.get(slot.actor.shutdown.remote(), timeout=10)
+                ray.get(actor.shutdown.remote(), timeout=10)
             except Exception:
                 pass
             try:
-                ray.kill(slot.actor, no_restart=True)
+                ray.kill(actor, no_restart=True)
             except Exception:
                 pass
 
@@ -293,13 +307,14 @@ class PoolShare:
         self._pools: dict[str, EvalPool] = {}
 
     def lend(self, *, size: int, evaluator_kwargs: dict[str, Any], num_gpus: float = 0.0,
-             timeout_s: float = 120.0) -> EvalPool:
+             timeout_s: float = 120.0, slots_per_actor: int = 1) -> EvalPool:
         kwargs = {k: v for k, v in evaluator_kwargs.items() if k != "options"}
         own = [p for p in kwargs.get("hide_paths", []) if not any(_within(p, h) for h in self.hide_paths)]
         kwargs["hide_paths"] = self.hide_paths + own
-        key = json.dumps([size, num_gpus, timeout_s, kwargs], sort_keys=True, default=str)
+        key = json.dumps([size, num_gpus, timeout_s, slots_per_actor, kwargs], sort_keys=True, default=str)
         if key not in self._pools:
-            self._pools[key] = EvalPool(size=size, evaluator_kwargs=kwargs, num_gpus=num_gpus, timeout_s=timeout_s)
+            self._pools[key] = EvalPool(size=size, evaluator_kwargs=kwargs, num_gpus=num_gpus, timeout_s=timeout_s,
+                                        slots_per_actor=slots_per_actor)
         return self._pools[key]
 
     def give_back(self, pool: EvalPool) -> None:
