@@ -16,6 +16,13 @@ configs compute the wrong answer:
 - matmul_fp16_acc_2048: matmul_fp16_acc_4096's space at 2048^3 (fewer output tiles than SMs for the largest
   tiles), recorded after the tuner's design was fixed: a held-out check.
 
+Issue T's landscapes differ in kind: GEMMs at other shapes and dtypes (fp32 with the split/precision choice at
+2048^3, at 8192 x 1024 x 4096, tall-skinny, and at an irregular shape with a persistent grid; bf16 where large
+tiles leave SMs idle; fp16 with split-K), and reductions at awkward sizes (softmax, LayerNorm, RMSNorm,
+cross-entropy over a 50257-word vocabulary, cumsum). Each names its template, its problem (the task's reference
+Model and inputs, ``PROBLEMS``) and its shapes; half of them are held out from the search's design
+(experiments/results/search/landscapes/holdout_2026-12-03.json).
+
 Configs that build the same kernel (a PRECISION the split kernels never read) share one measurement: the row
 says ``same_as`` (the config measured). Before anything is timed, worker processes compile every distinct kernel
 by running the forward at a small shape with the same divisibility (the same Triton cache key); the measuring
@@ -24,6 +31,11 @@ process then loads them from Triton's disk cache, and no other process uses the 
     python experiments/benchmarks/record_landscape.py --out experiments/results/search/landscapes      # GPU
     python experiments/benchmarks/record_landscape.py --smoke --out /tmp/smoke                          # CPU
     python experiments/benchmarks/record_landscape.py matmul_fp16_acc_4096 --max-seconds 150 --out DIR
+
+An Inductor seed's space is not recorded here: its kernels exist only after a torch.compile capture of the task on
+the recording GPU (mutators/inductor_seed.py, which imports evoforge; this script imports nothing from it), so
+the space would not be fixed before the recording. Nor is a CuTe template's: every config is an nvcc build of
+CUTLASS (tens of seconds each), and its loader is evoforge's CuTe backend.
 
 ``--smoke`` runs a few configs per landscape (each categorical value at least once) at tiny sizes on the Triton
 interpreter and writes the same files, timed with one wall-clock call (``timing_representative: false``).
@@ -55,57 +67,248 @@ TEMPLATES = REPO / "knowledge" / "templates"
 WARMUP_MS, REP_MS = 10, 40
 
 
+def cube(size: int) -> dict[str, int]:
+    return {"M": size, "N": size, "K": size}
+
+
+SMOKE_SIZE = 128
+PRECOMPILE_SIZE = 512  # a multiple of every tile: the same EVEN_K / EVEN_MN and divisibility as the full size
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a template computes: the task's reference Model (an nn.Module, so that the chain's float64 copy of it
+    can be made), its inputs at a shape, and the arguments ModelNew takes, as the task's get_init_inputs gives them."""
+
+    reference: str  # named in the file's correctness line
+    model: Callable[[dict[str, int]], Any]
+    inputs: Callable[[dict[str, int], Any, Any], list[Any]]  # (shape, torch dtype, CPU generator) -> tensors
+    init_args: Callable[[dict[str, int]], tuple] = lambda shape: ()
+
+
 @dataclass(frozen=True)
 class Spec:
-    """One landscape: a template, its inputs, the space recorded, and which configs build the same kernel."""
+    """One landscape: a template, its problem and shapes, the space recorded, and which parameters a config leaves
+    unread (``when``: configs that differ only there build one kernel and are measured once)."""
 
     template: str
     dtype: str
-    size: int  # M = N = K
+    shape: dict[str, int]
     space: dict[str, list[Any]]
     fixed: dict[str, Any] = field(default_factory=dict)
-    same_kernel: Callable[[dict[str, Any]], tuple] | None = None
     note: str = ""
     # Parameters read only on some paths: {param: {other: [values under which it is read]}}. The recorder measures
-    # twins once (``same_kernel``); a replay answers a twin from the file (backends/replay.py).
+    # twins once; a replay answers a twin from the file (backends/replay.py).
     when: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    problem: str = "matmul"
+    # --smoke's shape, on the interpreter; the shape worker processes compile at, with the full shape's
+    # divisibility and constexprs (the same Triton cache key), so the measuring process finds every kernel built.
+    smoke: dict[str, int] = field(default_factory=lambda: cube(SMOKE_SIZE))
+    precompile: dict[str, int] = field(default_factory=lambda: cube(PRECOMPILE_SIZE))
+    # Integer parameters that choose a code path (LOOPED, PERSISTENT, SPLIT_K): --smoke runs each of their values,
+    # as it runs each value of a string or boolean choice.
+    switches: tuple[str, ...] = ()
 
 
-def _fp32_kernel(cfg: dict[str, Any]) -> tuple:
-    """SPLIT bf16x3 / tf32x3 never read PRECISION (the split kernels issue their own MMAs)."""
-    return tuple(sorted({**cfg, "PRECISION": cfg["PRECISION"] if cfg["SPLIT"] == "none" else None}.items(),
-                        key=lambda kv: kv[0]))
+def reference(a, b):
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default: an fp32 matmul is fp32
+    return torch.matmul(a, b)
+
+
+def _matmul_model(shape: dict[str, int]):
+    import torch
+
+    class Matmul(torch.nn.Module):
+        def forward(self, a, b):
+            return reference(a, b)
+
+    return Matmul()
+
+
+def _matmul_inputs(shape: dict[str, int], dtype, gen) -> list[Any]:
+    import torch
+
+    a = torch.randn(shape["M"], shape["K"], generator=gen).to(dtype)
+    b = torch.randn(shape["K"], shape["N"], generator=gen).to(dtype)
+    return [a, b]
+
+
+def _function_model(fn: Callable[..., Any]):
+    import torch
+
+    class Reference(torch.nn.Module):
+        def forward(self, *args):
+            return fn(*args)
+
+    return Reference()
+
+
+def _layernorm_model(shape: dict[str, int]):
+    import torch
+
+    torch.manual_seed(0)  # as the chain seeds before it builds the Model and ModelNew (default init: w = 1, b = 0)
+    return torch.nn.LayerNorm((shape["dim1"], shape["dim2"]))
+
+
+def _rms(x, eps: float = 1e-5):
+    import torch
+
+    return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + eps)  # KernelBench level1/36_RMSNorm_
+
+
+def _rand(*dims: str) -> Callable[[dict[str, int], Any, Any], list[Any]]:
+    """KernelBench's inputs for these tasks: torch.rand of the shape's ``dims``."""
+    def inputs(shape: dict[str, int], dtype, gen) -> list[Any]:
+        import torch
+
+        return [torch.rand(*(shape[d] for d in dims), generator=gen).to(dtype)]
+    return inputs
+
+
+def _cross_entropy_inputs(shape: dict[str, int], dtype, gen) -> list[Any]:
+    import torch
+
+    logits = torch.rand(shape["batch"], shape["classes"], generator=gen).to(dtype)
+    return [logits, torch.randint(0, shape["classes"], (shape["batch"],), generator=gen)]
+
+
+def _torch(name: str) -> Callable[..., Any]:
+    """A torch function looked up when called (torch is imported after TRITON_INTERPRET is set)."""
+    def call(*args):
+        import torch
+
+        return {"softmax": lambda x: torch.softmax(x, dim=1), "cumsum": lambda x: torch.cumsum(x, dim=1),
+                "cross_entropy": torch.nn.functional.cross_entropy, "rmsnorm": _rms}[name](*args)
+    return call
+
+
+PROBLEMS: dict[str, Problem] = {
+    "matmul": Problem("torch.matmul", _matmul_model, _matmul_inputs),
+    "softmax": Problem("torch.softmax(x, dim=1)", lambda shape: _function_model(_torch("softmax")),
+                       _rand("rows", "cols")),
+    "layernorm": Problem("torch.nn.LayerNorm over (dim1, dim2)", _layernorm_model, _rand("batch", "dim1", "dim2"),
+                         init_args=lambda shape: ((shape["dim1"], shape["dim2"]),)),
+    "rmsnorm": Problem("KernelBench 36_RMSNorm_'s x / sqrt(mean(x^2, dim=1) + 1e-5)",
+                       lambda shape: _function_model(_torch("rmsnorm")),
+                       _rand("batch", "features", "dim1", "dim2"), init_args=lambda shape: (shape["features"],)),
+    "cross_entropy": Problem("torch.nn.functional.cross_entropy", lambda shape: _function_model(
+        _torch("cross_entropy")), _cross_entropy_inputs),
+    "cumsum": Problem("torch.cumsum(x, dim=1)", lambda shape: _function_model(_torch("cumsum")),
+                      _rand("rows", "cols"), init_args=lambda shape: (1,)),
+}
 
 
 TILES = {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256]}
+FP32_SPLIT = {**TILES, "BLOCK_K": [32, 64], "num_warps": [4, 8], "num_stages": [3],
+              "SPLIT": ["bf16x3", "tf32x3", "none"], "PRECISION": ["tf32", "tf32x3", "ieee"]}
+FP32_NOTE = ("PRECISION is read only when SPLIT is none; plain tf32 is not in the template's SPACE (it fails an fp32 "
+             "task), it is recorded here because it is the fast, incorrect neighbour of the correct configs")
 SPECS: dict[str, Spec] = {
     "matmul_fp32_split_4096": Spec(
-        template="matmul", dtype="float32", size=4096,
+        template="matmul", dtype="float32", shape=cube(4096),
         space={**TILES, "BLOCK_K": [32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4],
                "SPLIT": ["bf16x3", "tf32x3", "none"], "PRECISION": ["tf32", "tf32x3", "ieee"]},
-        fixed={"GROUP_M": 8, "B_KMAJOR": True}, same_kernel=_fp32_kernel, when={"PRECISION": {"SPLIT": ["none"]}},
-        note="PRECISION is read only when SPLIT is none; plain tf32 is not in the template's SPACE (it fails an "
-             "fp32 task), it is recorded here because it is the fast, incorrect neighbour of the correct configs"),
+        fixed={"GROUP_M": 8, "B_KMAJOR": True}, when={"PRECISION": {"SPLIT": ["none"]}}, note=FP32_NOTE),
     "matmul_fp16_acc_4096": Spec(
-        template="matmul_fp16", dtype="float16", size=4096,
+        template="matmul_fp16", dtype="float16", shape=cube(4096),
         space={**TILES, "BLOCK_K": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5],
                "ACC": ["fp32", "fp16"]},
         fixed={"GROUP_M": 8, "OPERANDS": "fp16"}, note="ACC fp16: the MMA accumulates in fp16"),
     "matmul_fp16_fp8_4096": Spec(
-        template="matmul_fp16", dtype="float16", size=4096,
+        template="matmul_fp16", dtype="float16", shape=cube(4096),
         space={**TILES, "BLOCK_K": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5],
                "OPERANDS": ["fp16", "fp8"]},
         fixed={"GROUP_M": 8, "ACC": "fp32"}, note="OPERANDS fp8: operands rounded to float8 e4m3 before the GEMM"),
     # Held out from the tuner's design: recorded after the tile-with-its-warps step was chosen on the others. At
     # 2048 a 128x256 tile leaves the H200 fewer output tiles (128) than SMs (132): smaller tiles may win here.
     "matmul_fp16_acc_2048": Spec(
-        template="matmul_fp16", dtype="float16", size=2048,
+        template="matmul_fp16", dtype="float16", shape=cube(2048),
         space={**TILES, "BLOCK_K": [32, 64, 128], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5],
                "ACC": ["fp32", "fp16"]},
         fixed={"GROUP_M": 8, "OPERANDS": "fp16"}, note="ACC fp16: the MMA accumulates in fp16"),
+    # --- issue T: twelve landscapes that differ in kind (half held out: holdout_2026-12-03.json) ---------------
+    "matmul_fp32_split_2048": Spec(
+        template="matmul", dtype="float32", shape=cube(2048), space=FP32_SPLIT,
+        fixed={"GROUP_M": 8, "B_KMAJOR": True}, when={"PRECISION": {"SPLIT": ["none"]}},
+        note=FP32_NOTE + "; 3 stages only (the 4096 landscape's best), to record in about 90 s"),
+    "matmul_fp32_split_8192x1024x4096": Spec(
+        template="matmul", dtype="float32", shape={"M": 8192, "N": 1024, "K": 4096}, space=FP32_SPLIT,
+        fixed={"GROUP_M": 8, "B_KMAJOR": True}, when={"PRECISION": {"SPLIT": ["none"]}},
+        smoke={"M": 256, "N": 64, "K": 128},
+        note=FP32_NOTE + "; a wide, short output: 8 column tiles of 128"),
+    "matmul_fp32_tall_skinny_16384x32": Spec(
+        template="matmul_tall_skinny", dtype="float32", shape={"M": 16384, "N": 16384, "K": 32},
+        space={**TILES, "num_warps": [4, 8], "TMA_STORE": [False, True],
+               "SPLIT": ["bf16x3", "tf32x3", "none"], "PRECISION": ["tf32", "tf32x3", "ieee"]},
+        fixed={"BLOCK_K": 32, "GROUP_M": 8, "num_stages": 2, "B_KMAJOR": True},
+        when={"PRECISION": {"SPLIT": ["none"]}}, smoke={"M": 128, "N": 128, "K": 32},
+        precompile={"M": 512, "N": 512, "K": 32},
+        note="C = A @ B with K = 32: a 1 GiB fp32 output written from 4 MiB of inputs, one K step (BLOCK_K = K); "
+             + FP32_NOTE),
+    "matmul_grouped_fp32_4099x2963x1471": Spec(
+        template="matmul_grouped", dtype="float32", shape={"M": 4099, "N": 2963, "K": 1471},
+        space={"BLOCK_M": [64, 128], "BLOCK_N": [64, 128], "BLOCK_K": [32, 64], "GROUP_M": [1, 8],
+               "PERSISTENT": [0, 1], "INPUT_PRECISION": ["tf32", "tf32x3", "ieee"], "num_warps": [4, 8]},
+        fixed={"num_stages": 3}, smoke={"M": 67, "N": 45, "K": 37}, precompile={"M": 515, "N": 371, "K": 179},
+        switches=("PERSISTENT",),
+        note="odd M, N and K: every tile masked, no 16-byte aligned rows; INPUT_PRECISION tf32 is not in the "
+             "template's SPACE (it fails an fp32 task), recorded as the fast, incorrect neighbour"),
+    "matmul_bf16_1536x1536x8192": Spec(
+        template="matmul_bf16", dtype="bfloat16", shape={"M": 1536, "N": 1536, "K": 8192},
+        space={**TILES, "BLOCK_K": [32, 64, 128], "num_warps": [4, 8], "num_stages": [3, 4, 5],
+               "TMA": [True, False]},
+        fixed={"GROUP_M": 8, "SUBTILE": False},
+        note="few output tiles for 132 SMs: 36 of 256 x 256, 72 of 128 x 256, 144 of 128 x 128 (1.09 waves); TMA: "
+             "the persistent tensor-descriptor kernel, else the pointer kernel"),
+    "matmul_fp16_splitk_1024x1024x16384": Spec(
+        template="matmul_fp16", dtype="float16", shape={"M": 1024, "N": 1024, "K": 16384},
+        space={**TILES, "BLOCK_K": [32, 64, 128], "num_warps": [4, 8], "num_stages": [3, 4],
+               "SPLIT_K": [1, 2, 4, 8]},
+        fixed={"GROUP_M": 8, "ACC": "fp32", "OPERANDS": "fp16"}, switches=("SPLIT_K",),
+        smoke={"M": 64, "N": 64, "K": 512},
+        note="64 output tiles of 128 x 128 for 132 SMs and a long K: SPLIT_K slices K over a second grid axis "
+             "into an fp32 workspace summed by a second kernel"),
+    "softmax_rows_fp16_16384x3000": Spec(
+        template="softmax_rows", problem="softmax", dtype="float16", shape={"rows": 16384, "cols": 3000},
+        space={"BLOCK": [256, 512, 1024, 2048, 4096], "LOOPED": [0, 1], "num_warps": [1, 2, 4, 8, 16],
+               "num_stages": [1, 2, 3]},
+        when={"BLOCK": {"LOOPED": [1]}}, switches=("LOOPED",),
+        smoke={"rows": 4, "cols": 3000}, precompile={"rows": 64, "cols": 3000},
+        note="3000 columns: a 4096-wide row tile is 27% masked; BLOCK is read only by the looped form"),
+    "softmax_fp32_1024x100000": Spec(
+        template="softmax", problem="softmax", dtype="float32", shape={"rows": 1024, "cols": 100000},
+        space={"BLOCK": [1024, 2048, 4096, 8192, 16384, 32768], "num_warps": [4, 8, 16, 32],
+               "REVERSE": [True, False]},
+        fixed={"ONE_PASS_MAX": 16384}, smoke={"rows": 2, "cols": 10000}, precompile={"rows": 16, "cols": 100000},
+        note="rows of 100000 (400 KB): the looped online form at every config (ONE_PASS_MAX is unread: fixed)"),
+    "layernorm_fp32_64x1000x1000": Spec(
+        template="layernorm", problem="layernorm", dtype="float32", shape={"batch": 64, "dim1": 1000, "dim2": 1000},
+        space={"BLOCK": [1024, 2048, 4096, 8192], "ITERS": [1, 2, 4, 8, 16], "num_warps": [4, 8, 16],
+               "REVERSE": [True, False]},
+        smoke={"batch": 2, "dim1": 3, "dim2": 1000}, precompile={"batch": 16, "dim1": 1000, "dim2": 1000},
+        note="64 rows of 10^6: chunks of BLOCK x ITERS never divide a row; inputs torch.rand as KernelBench's"),
+    "rmsnorm_fp32_32x100x300x300": Spec(
+        template="rmsnorm", problem="rmsnorm", dtype="float32",
+        shape={"batch": 32, "features": 100, "dim1": 300, "dim2": 300},
+        space={"BLOCK_S": [32, 64, 128, 256, 512], "BLOCK_F": [16, 32, 64, 128], "num_warps": [2, 4, 8, 16]},
+        switches=("BLOCK_F",), smoke={"batch": 2, "features": 100, "dim1": 5, "dim2": 7},
+        precompile={"batch": 16, "features": 100, "dim1": 300, "dim2": 300},
+        note="100 features (one pass only at BLOCK_F 128, else two loops with a masked tail chunk) over 90000 "
+             "positions; inputs torch.rand as KernelBench's"),
+    "cross_entropy_fp32_4096x50257": Spec(
+        template="cross_entropy", problem="cross_entropy", dtype="float32", shape={"batch": 4096, "classes": 50257},
+        space={"ROWS": [1, 2, 4, 8], "BLOCK_C": [1024, 2048, 4096, 8192], "num_warps": [4, 8, 16]},
+        switches=("ROWS",), smoke={"batch": 8, "classes": 5000}, precompile={"batch": 256, "classes": 50257},
+        note="GPT-2's vocabulary (50257, odd: no aligned rows); logits torch.rand as KernelBench's"),
+    "cumsum_fp32_8192x30000": Spec(
+        template="cumsum", problem="cumsum", dtype="float32", shape={"rows": 8192, "cols": 30000},
+        space={"BLOCK": [512, 1024, 2048, 4096, 8192], "ROWS": [1, 2, 4], "num_warps": [2, 4, 8, 16]},
+        switches=("ROWS",), smoke={"rows": 5, "cols": 3000}, precompile={"rows": 64, "cols": 30000},
+        note="rows of 30000 along dim 1: the last tile of every row is partly masked; inputs torch.rand as "
+             "KernelBench's"),
 }
-SMOKE_SIZE = 128
-PRECOMPILE_SIZE = 512  # a multiple of every tile: the same EVEN_K / EVEN_MN and divisibility as the full size
 
 
 def load_module(path: Path, name: str) -> ModuleType:
@@ -123,46 +326,53 @@ def configs(spec: Spec) -> list[dict[str, Any]]:
 
 
 def smoke_configs(spec: Spec) -> list[dict[str, Any]]:
-    """Small tiles, and every value of every categorical parameter at least once."""
-    small = {k: min(v) if all(isinstance(x, int) for x in v) else v[0] for k, v in spec.space.items()}
+    """Small tiles, and every value of every choice at least once: string and boolean parameters, and the integer
+    ``switches``."""
+    def choice(name: str, values: list[Any]) -> bool:
+        return name in spec.switches or not all(isinstance(x, int) and not isinstance(x, bool) for x in values)
+
+    small = {k: v[0] if choice(k, v) and k not in spec.switches else min(v) for k, v in spec.space.items()}
     out = [small]
     for name, values in spec.space.items():
-        if not all(isinstance(x, int) for x in values):
-            out += [{**small, name: v} for v in values[1:]]
+        if choice(name, values):
+            out += [{**small, name: v} for v in values if v != small[name]]
     return out
 
 
-def make_inputs(spec: Spec, size: int, device: str, seed: int = 0):
+def make_inputs(spec: Spec, shape: dict[str, int], device: str, seed: int = 0) -> list[Any]:
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    dtype = getattr(torch, spec.dtype)
-    a = torch.randn(size, size, generator=gen).to(dtype).to(device)
-    b = torch.randn(size, size, generator=gen).to(dtype).to(device)
-    return a, b
+    return [t.to(device) for t in PROBLEMS[spec.problem].inputs(shape, getattr(torch, spec.dtype), gen)]
 
 
-def reference(a, b):
+def _to_double(inputs: list[Any]) -> list[Any]:
+    return [t.double() if t.is_floating_point() else t for t in inputs]
+
+
+def float64_references(inputs, round_significand: Callable[[Any], Any], model=None) -> tuple[Any, Any]:
+    """The float64 result, and the chain's yardstick for an fp32 output: the float64 result on inputs rounded to
+    the 16 significant bits a 3-pass split keeps (backends/chain.py passes both to compare_outputs, and computes
+    them as here: a float64 copy of the reference Model on float64 inputs). ``model``: the reference (matmul's
+    by default)."""
+    import copy
+
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False  # PyTorch's default: an fp32 matmul is fp32
-    return torch.matmul(a, b)
-
-
-def float64_references(inputs, round_significand: Callable[[Any], Any]) -> tuple[Any, Any]:
-    """The float64 result, and the chain's yardstick for an fp32 output: the float64 result on inputs rounded to
-    the 16 significant bits a 3-pass split keeps (backends/chain.py passes both to compare_outputs)."""
-    return (reference(*(t.double() for t in inputs)),
-            reference(*(t.double() for t in round_significand(list(inputs)))))
+    model64 = copy.deepcopy(model).double() if model is not None else reference
+    with torch.no_grad():
+        return model64(*_to_double(list(inputs))), model64(*_to_double(round_significand(list(inputs))))
 
 
 # --- compile ahead (worker processes) --------------------------------------------------------------------------
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(template: str, spec_name: str, device: str, size: int) -> None:
+def _worker_init(template: str, spec_name: str, device: str, shape: dict[str, int]) -> None:
+    spec = SPECS[spec_name]
     _WORKER["module"] = load_module(TEMPLATES / f"{template}.py", f"precompile_{template}")
-    _WORKER["inputs"] = make_inputs(SPECS[spec_name], size, device)
+    _WORKER["inputs"] = make_inputs(spec, shape, device)
+    _WORKER["init_args"] = PROBLEMS[spec.problem].init_args(shape)
     _WORKER["cuda"] = device == "cuda"
 
 
@@ -173,7 +383,8 @@ def _worker_compile(cfg: dict[str, Any]) -> str:
     module = _WORKER["module"]
     module.PARAMS.update(cfg)
     try:
-        module.ModelNew()(*_WORKER["inputs"])
+        with torch.no_grad():
+            module.ModelNew(*_WORKER["init_args"]).to(_WORKER["inputs"][0].device)(*_WORKER["inputs"])
         if _WORKER["cuda"]:
             torch.cuda.synchronize()
         return "ok"
@@ -182,16 +393,19 @@ def _worker_compile(cfg: dict[str, Any]) -> str:
 
 
 # --- measure -------------------------------------------------------------------------------------------------
-def measure(module: ModuleType, cfg: dict[str, Any], inputs, expected, references, compare, *, smoke: bool) -> dict:
-    """``references``: float64 results on the inputs and on the inputs rounded as a 3-pass split rounds them."""
+def measure(module: ModuleType, cfg: dict[str, Any], inputs, expected, references, compare, *, smoke: bool,
+            init_args: tuple = ()) -> dict:
+    """``references``: float64 results on the inputs and on the inputs rounded as a 3-pass split rounds them;
+    ``init_args``: ModelNew's (the task's get_init_inputs)."""
     import torch
 
     ref64, rounded64 = references
 
     module.PARAMS.update(cfg)
-    model = module.ModelNew()
+    model = module.ModelNew(*init_args).to(inputs[0].device)
     try:
-        out = model(*inputs)
+        with torch.no_grad():
+            out = model(*inputs)
         if not smoke:
             torch.cuda.synchronize()
     except Exception as exc:
@@ -217,11 +431,15 @@ def measure(module: ModuleType, cfg: dict[str, Any], inputs, expected, reference
 
 
 def kernel_key(spec: Spec, cfg: dict[str, Any]) -> tuple:
-    return spec.same_kernel(cfg) if spec.same_kernel else tuple(sorted(cfg.items()))
+    """Configs that build one kernel share a key: a parameter the spec's ``when`` leaves unread counts as None
+    (backends/replay.py matches twins the same way)."""
+    unread = {name for name, cond in spec.when.items()
+              if any(cfg.get(other) not in values for other, values in cond.items())}
+    return tuple(sorted((k, None if k in unread else v) for k, v in cfg.items()))
 
 
 def precompile(spec: Spec, name: str, todo: list[dict[str, Any]], *, workers: int, seconds: float, device: str,
-               size: int) -> None:
+               shape: dict[str, int]) -> None:
     """Compile every distinct kernel in worker processes before anything is timed (they run it at a small shape,
     so they use the GPU: never while a measurement runs). What is not done in ``seconds`` compiles when measured."""
     import multiprocessing
@@ -231,7 +449,7 @@ def precompile(spec: Spec, name: str, todo: list[dict[str, Any]], *, workers: in
     for cfg in todo:
         keys.setdefault(kernel_key(spec, cfg), {**spec.fixed, **cfg})
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                             initargs=(spec.template, name, device, size)) as pool:
+                             initargs=(spec.template, name, device, shape)) as pool:
         futures = [pool.submit(_worker_compile, cfg) for cfg in keys.values()]
         wait(futures, timeout=seconds)
         for f in futures:
@@ -250,33 +468,40 @@ def device_alive() -> bool:
 
 
 def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers: int) -> Path:
+    import torch
+
     spec = SPECS[name]
     device = "cpu" if smoke else "cuda"
     comparator = load_module(REPO / "backends" / "compare.py", "evoforge_compare")
     compare = comparator.compare_outputs
     module = load_module(TEMPLATES / f"{spec.template}.py", f"landscape_{spec.template}")
     module.PARAMS.update(spec.fixed)
-    size = SMOKE_SIZE if smoke else spec.size
-    inputs = make_inputs(spec, size, device)
-    expected = reference(*inputs)
-    references = float64_references(inputs, comparator.round_significand)
+    problem = PROBLEMS[spec.problem]
+    shape = spec.smoke if smoke else spec.shape
+    inputs = make_inputs(spec, shape, device)
+    model = problem.model(shape).to(device)
+    init_args = problem.init_args(shape)
+    with torch.no_grad():
+        expected = model(*inputs)
+    references = float64_references(inputs, comparator.round_significand, model)
     baseline = None
     if not smoke:
         from triton.testing import do_bench
 
-        baseline = float(do_bench(lambda: reference(*inputs), warmup=25, rep=100, return_mode="median"))
+        with torch.no_grad():
+            baseline = float(do_bench(lambda: model(*inputs), warmup=25, rep=100, return_mode="median"))
     todo = smoke_configs(spec) if smoke else configs(spec)
     t0 = time.monotonic()
     if workers > 0:
         precompile(spec, name, todo, workers=workers, seconds=0.6 * max_seconds, device=device,
-                   size=size if smoke else PRECOMPILE_SIZE)
+                   shape=shape if smoke else spec.precompile)
     rows: list[dict[str, Any]] = []
     measured: dict[tuple, dict[str, Any]] = {}
     stopped = ""
     path = out_dir / f"{name}.json"
     for n, cfg in enumerate(todo):
         if n and n % 50 == 0:
-            write(path, spec, smoke=smoke, size=size, baseline=baseline, rows=rows,
+            write(path, spec, smoke=smoke, shape=shape, baseline=baseline, rows=rows,
                   seconds=time.monotonic() - t0, stopped=f"in progress: {n} of {len(todo)} configs")
         if time.monotonic() - t0 > max_seconds:
             stopped = f"stopped by --max-seconds {max_seconds:g} after {len(rows)} of {len(todo)} configs"
@@ -287,18 +512,18 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
             rows.append({**cfg, **{k: v for k, v in first.items() if k not in cfg},
                          "same_as": {k: first[k] for k in cfg}})
             continue
-        row = {**cfg, **measure(module, cfg, inputs, expected, references, compare, smoke=smoke)}
+        row = {**cfg, **measure(module, cfg, inputs, expected, references, compare, smoke=smoke, init_args=init_args)}
         rows.append(row)
         measured[key] = row
         if not smoke and row["ms"] is None and not device_alive():
             stopped = f"the device failed after config {cfg} ({row['status']}); recording stopped"
             break
-    return write(path, spec, smoke=smoke, size=size, baseline=baseline, rows=rows, seconds=time.monotonic() - t0,
+    return write(path, spec, smoke=smoke, shape=shape, baseline=baseline, rows=rows, seconds=time.monotonic() - t0,
                  stopped=stopped or ("" if len(rows) == len(todo) else "incomplete"))
 
 
-def write(path: Path, spec: Spec, *, smoke: bool, size: int, baseline: float | None, rows: list[dict[str, Any]],
-          seconds: float, stopped: str) -> Path:
+def write(path: Path, spec: Spec, *, smoke: bool, shape: dict[str, int], baseline: float | None,
+          rows: list[dict[str, Any]], seconds: float, stopped: str) -> Path:
     """The landscape file; written every few configs as well, so a run killed from outside leaves what it measured
     (``complete: false``)."""
     import torch
@@ -306,7 +531,9 @@ def write(path: Path, spec: Spec, *, smoke: bool, size: int, baseline: float | N
 
     data = {
         "kernel": f"knowledge/templates/{spec.template}.py", "dtype": f"torch.{spec.dtype}",
-        "M": size, "N": size, "K": size,
+        # A GEMM's M, N, K at the top level (as the first recordings have them); another problem's under "shape"
+        # (its names would meet the file's own, "rows").
+        **(shape if spec.problem == "matmul" else {"shape": shape}),
         "gpu": "CPU (Triton interpreter, smoke run)" if smoke else torch.cuda.get_device_name(),
         "triton": triton.__version__, "torch": torch.__version__,
         "baseline_ms": {"torch": baseline} if baseline is not None else {},
@@ -319,7 +546,7 @@ def write(path: Path, spec: Spec, *, smoke: bool, size: int, baseline: float | N
                      f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}, return_mode='median'), L2 flushed",
                      "timing_representative": not smoke,
                      "correctness": "backends/compare.py compare_outputs, as the verification chain calls it: "
-                                    "allclose with the dtype's tolerance against torch.matmul, else within the "
+                                    f"allclose with the dtype's tolerance against {PROBLEMS[spec.problem].reference}, else within the "
                                     "float64 criterion (rms at most 2x, max at most 8x the larger of the "
                                     "reference's own distance and a 16-bit-input split's)",
                      "seconds": round(seconds, 1), "complete": not stopped,
