@@ -253,15 +253,16 @@ def time_seeds(spec: str, overrides: dict, judged: list[tuple[dict, str, Any]], 
             torch.cuda.empty_cache()
 
 
-def time_kernels(task: Any, kernels: dict[str, tuple[str, dict]], suite: Any) -> dict[str, float]:
-    """Eager, torch.compile and each named kernel (source, params) of the task, timed together (ms)."""
+def time_kernels(task: Any, kernels: dict[str, tuple[str, dict]], suite: Any, placements: int = 0) -> dict[str, float]:
+    """Eager, torch.compile and each named kernel (source, params) of the task, timed together (ms; with
+    ``placements``, the median over that many allocator states)."""
     import torch
 
     ref = suite.time_reference(task)
     fns = {"eager": ref["eager"], "compile": ref["compile"]}
     fns.update({name: suite.time_best(task, source, params) for name, (source, params) in kernels.items()})
     with torch.no_grad():
-        return _bench_together(fns)
+        return _bench_together(fns, placements)
 
 
 def write_rows(rows_path: Path, judged: list[tuple[dict, str, Any]]) -> None:
@@ -271,16 +272,51 @@ def write_rows(rows_path: Path, judged: list[tuple[dict, str, Any]]) -> None:
             print(json.dumps({k: row.get(k) for k in ("spec", "rule", "status", "vs_eager", "vs_compile")}), flush=True)
 
 
-def _bench_together(fns: dict[str, Any]) -> dict[str, float]:
+def _bench_together(fns: dict[str, Any], placements: int = 0) -> dict[str, float]:
     """Half a second of every function in turn, then each timed in order and in reverse (mirrored do_bench
-    medians): the board's state is the same for all (experiments/results/h200/gemm_clocks.md)."""
+    medians): the board's state is the same for all (experiments/results/h200/gemm_clocks.md). With
+    ``placements``, the median of that many rounds, each under another state of the caching allocator
+    (``placement_times``)."""
+    import statistics
+
     import torch
-    import triton.testing
-    from evoforge.backends.base import mirrored_times, warm_in_turn
+    from evoforge.backends.base import warm_in_turn
 
     warm_in_turn(fns, seconds=0.5, sync=torch.cuda.synchronize)
+    if placements:
+        return {k: statistics.median(v) for k, v in placement_times(fns, placements).items()}
+    return _mirrored_do_bench(fns)
+
+
+def _mirrored_do_bench(fns: dict[str, Any]) -> dict[str, float]:
+    import triton.testing
+    from evoforge.backends.base import mirrored_times
+
     return mirrored_times(fns, lambda f: float(triton.testing.do_bench(f, warmup=25, rep=100,
                                                                         return_mode="median")))
+
+
+def placement_times(fns: dict[str, Any], rounds: int, seed: int = 0) -> dict[str, list[float]]:
+    """Each function timed (mirrored do_bench medians) under ``rounds`` states of the caching allocator: before a
+    round the cache is emptied and a pad of a random size (1-512 MiB, kept for the round) allocated, so that the
+    intermediates and outputs a call allocates land at other device addresses. On the H200 identical code moved
+    by up to 10% with the round on level-2 convolution tasks (seed_profile_placements_2026-12-03.jsonl): one
+    round's ratio between two builds is not their difference."""
+    import random
+
+    import torch
+
+    rng = random.Random(seed)
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        pad = torch.empty(rng.randint(1, 512) * 2**20 + rng.randint(0, 4095) * 512, dtype=torch.uint8, device="cuda")
+        times = _mirrored_do_bench(fns)
+        del pad
+        for k, v in times.items():
+            out[k].append(round(v, 5))
+    return out
 
 
 #: A correct seed's row written untimed because the call's deadline came first.

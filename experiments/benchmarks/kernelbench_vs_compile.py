@@ -12,7 +12,8 @@ eager and torch.compile's default (static) build.
    campaign's set-up, the captures included, counts in it). Then, in this process (not the campaign's), for each
    task: eager, torch.compile (default, static), the exported best kernel (``RUN/best/<task>.py``) and the seed
    (``RUN/seeds/<task>.py``) checked against the reference and timed together (the coverage script's timing:
-   0.5 s of all in turn, then mirrored do_bench medians, L2 flushed). Rows go to ``OUT/vs_compile.jsonl``.
+   0.5 s of all in turn, then mirrored do_bench medians, L2 flushed; with ``--placements N`` the median of N
+   rounds, each under another state of the caching allocator). Rows go to ``OUT/vs_compile.jsonl``.
 3. ``--summarize``: ``OUT/vs_compile.md`` from every jsonl given: correct, geomean over torch.compile, the share at or
    above 1.0x, the worst, for the exported kernels and for the seeds alone; the campaign's own figures beside them.
 
@@ -180,7 +181,8 @@ class ModelNew(Model):
 '''
 
 
-def retime(task_entry: dict[str, Any], run_dir: Path, summary: dict[str, Any], device: str) -> dict[str, Any]:
+def retime(task_entry: dict[str, Any], run_dir: Path, summary: dict[str, Any], device: str,
+           placements: int = 0) -> dict[str, Any]:
     import torch
 
     from evoforge.export import task_slug
@@ -218,7 +220,8 @@ def retime(task_entry: dict[str, Any], run_dir: Path, summary: dict[str, Any], d
     if not kernels or device != "cuda":
         return row
     try:
-        times = _load("kernelbench_coverage").time_kernels(task, kernels, _load("h200_suite"))
+        times = _load("kernelbench_coverage").time_kernels(task, kernels, _load("h200_suite"), placements)
+        row["placements"] = placements
     except Exception as e:  # noqa: BLE001  (recorded; the other tasks are timed)
         row["timing_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         return row
@@ -283,7 +286,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"torch.compile warmed for {len(mine)} tasks in {time.perf_counter() - t0:.0f} s", flush=True)
     rows_path = args.out / "vs_compile.jsonl"
     for entry in mine:
-        row = retime(entry, run_dir, summary, device)
+        row = retime(entry, run_dir, summary, device, args.placements)
         row.update(part=args.part, minutes_per_task=args.minutes_per_task, campaign_s=campaign_s,
                    tasks_in_campaign=len(mine))
         with rows_path.open("a") as f:
@@ -401,6 +404,9 @@ def main() -> None:
     ap.add_argument("--minutes-per-task", type=float, default=0.5)
     ap.add_argument("--retime", type=Path, help="with --run: no campaign; re-time this finished run's folder (RUN_DIR, "
                     "holding summary.json, best/ and seeds/) for the part's tasks")
+    ap.add_argument("--placements", type=int, default=0,
+                    help="re-time under N states of the caching allocator and keep the medians (identical code "
+                         "moved by up to 10%% with the state on level-2 convolution tasks)")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
     ap.add_argument("--summarize", type=Path, nargs="*", help="write OUT/vs_compile.md from these jsonl files")

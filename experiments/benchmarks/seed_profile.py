@@ -73,31 +73,6 @@ def _span_us(fn: Any, calls: int) -> float:
     return round(statistics.median(spans), 1)
 
 
-def _placement_times(fns: dict[str, Any], rounds: int, seed: int = 0) -> dict[str, list[float]]:
-    """Each function timed (mirrored do_bench medians, as ``_bench_together``) under ``rounds`` different states of
-    the caching allocator: before a round, the cache is emptied and a pad of a random size (1-512 MiB, kept for the
-    round) allocated, so the intermediates and outputs a call allocates land at other device addresses. Identical
-    code whose time moves with the round is placement, not code."""
-    import random
-
-    import torch
-    import triton.testing
-    from evoforge.backends.base import mirrored_times
-
-    rng = random.Random(seed)
-    out: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        pad = torch.empty(rng.randint(1, 512) * 2**20 + rng.randint(0, 4095) * 512, dtype=torch.uint8, device="cuda")
-        times = mirrored_times(fns, lambda f: float(triton.testing.do_bench(f, warmup=25, rep=100,
-                                                                            return_mode="median")))
-        del pad
-        for k, v in times.items():
-            out[k].append(round(v, 5))
-    return out
-
-
 def profile_task(spec: str, allow_ops: list[str], seed_dir: Path | None = None,
                  placements: int = 0) -> dict[str, Any]:
     import torch
@@ -131,7 +106,7 @@ def profile_task(spec: str, allow_ops: list[str], seed_dir: Path | None = None,
     with torch.no_grad():
         row["ms"] = kernelbench_coverage._bench_together(fns)
         if placements:
-            row["placement_ms"] = _placement_times(fns, placements)
+            row["placement_ms"] = kernelbench_coverage.placement_times(fns, placements)
             row["placement_vs_compile"] = {
                 k: [round(c / t, 4) for c, t in zip(row["placement_ms"]["compile"], v, strict=True)]
                 for k, v in row["placement_ms"].items() if k != "compile"}
