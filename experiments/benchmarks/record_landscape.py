@@ -23,8 +23,8 @@ cross-entropy over a 50257-word vocabulary, cumsum). Each names its template, it
 Model and inputs, ``PROBLEMS``) and its shapes; half of them are held out from the search's design
 (experiments/results/search/landscapes/holdout_2026-12-03.json).
 
-Configs that build the same kernel (a PRECISION the split kernels never read) share one measurement: the row
-says ``same_as`` (the config measured). Before anything is timed, worker processes compile every distinct kernel
+Configs that build the same kernel (a parameter the spec's ``when`` leaves unread: PRECISION under a split, BLOCK
+of a one-pass softmax) share one measurement: the row says ``same_as`` (the config measured). Before anything is timed, worker processes compile every distinct kernel
 by running the forward at a small shape with the same divisibility (the same Triton cache key); the measuring
 process then loads them from Triton's disk cache, and no other process uses the GPU while it times.
 
@@ -37,8 +37,8 @@ the recording GPU (mutators/inductor_seed.py, which imports evoforge; this scrip
 the space would not be fixed before the recording. Nor is a CuTe template's: every config is an nvcc build of
 CUTLASS (tens of seconds each), and its loader is evoforge's CuTe backend.
 
-``--smoke`` runs a few configs per landscape (each categorical value at least once) at tiny sizes on the Triton
-interpreter and writes the same files, timed with one wall-clock call (``timing_representative: false``).
+``--smoke`` runs a few configs per landscape (each value of a string or boolean parameter or of a ``switches``
+integer at least once) at tiny sizes on the Triton interpreter and writes the same files, timed with one wall-clock call (``timing_representative: false``).
 """
 
 from __future__ import annotations
