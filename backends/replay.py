@@ -320,8 +320,8 @@ class ReplayBackend:
         if self._landscape is not None:
             return self._landscape.arch
         if self.simulate is not None:
-            archs = {Landscape.load(p).arch for p in self.simulate.get("landscapes", {}).values()}
             # a campaign of recorded H200 landscapes is one of sm90; a cost model alone stands for an H200 too
+            archs = {self.landscape_of(task).arch for task in self.simulate.get("landscapes", {})}
             return archs.pop() if len(archs) == 1 else "nvidia-sm90"
         return "unknown"
 
