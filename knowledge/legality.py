@@ -5,6 +5,7 @@ space (``legal_configs``), so that Optuna never samples a config that cannot fit
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 from evoforge.knowledge.hardware import resolve_arch
@@ -110,6 +111,12 @@ def _check_params(
     return _run(check, chosen)
 
 
+#: is_legal's answers, by everything they depend on: a campaign's driver asks for each of a structure's configs
+#: several times (the strategy's walk, the campaign's refusal, the rule operators), 5-7 ms each on a 2-core machine.
+_LEGAL: dict[tuple[Any, ...], tuple[bool, tuple[Violation, ...]]] = {}
+_LEGAL_MAX = 1 << 16
+
+
 def is_legal(
     params: dict[str, Any],
     arch: str,
@@ -121,8 +128,26 @@ def is_legal(
     """Whether ``params`` break no hard rule of ``arch``, and the hard violations if they do.
 
     With ``source`` the params are bound into the kernel the way the evaluator injects them (PARAMS updated);
-    without it only what the names say is judged (num_warps, grf_mode, BLOCK_M/N/K x num_stages).
+    without it only what the names say is judged (num_warps, grf_mode, BLOCK_M/N/K x num_stages). The answer is a
+    function of the arguments (and of the installed Triton where no version is given), kept once computed.
     """
+    try:
+        memo = (json.dumps(params, sort_keys=True), arch, source, elem_bytes, triton_version)
+    except (TypeError, ValueError):
+        memo = None
+    if memo is not None and memo in _LEGAL:
+        legal, found = _LEGAL[memo]
+        return legal, list(found)
+    legal, violations = _is_legal(params, arch, source=source, elem_bytes=elem_bytes, triton_version=triton_version)
+    if memo is not None:
+        if len(_LEGAL) >= _LEGAL_MAX:
+            _LEGAL.clear()
+        _LEGAL[memo] = (legal, tuple(violations))
+    return legal, violations
+
+
+def _is_legal(params: dict[str, Any], arch: str, *, source: str | None, elem_bytes: int | None,
+              triton_version: str | None) -> tuple[bool, list[Violation]]:
     key = resolve_arch(arch)
     model = parse(source) if source is not None else None
     language = source_language(source) if source is not None else "triton"
