@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evoforge import stopping
+from evoforge import confirm, stopping
 from evoforge.backends.precheck import precheck
 from evoforge.children import ChildMaker, NoChild
 from evoforge.config import CampaignConfig, validate_config
@@ -376,8 +376,13 @@ class Campaign:
     def out_of_time(self) -> bool:
         return bool(self.config.budget_minutes) and self.elapsed_s() >= self.config.budget_minutes * 60
 
+    def search_out_of_time(self) -> bool:
+        """The search's share of the time budget is spent: the rest is the finalists' re-timings'."""
+        share = 1.0 - confirm.RESERVE if self.confirms() else 1.0
+        return bool(self.config.budget_minutes) and self.elapsed_s() >= self.config.budget_minutes * 60 * share
+
     def _wants_more(self, state: TaskState) -> bool:
-        return (state.evaluations + state.in_flight < self.config.budget_evals and not self.out_of_time()
+        return (state.evaluations + state.in_flight < self.config.budget_evals and not self.search_out_of_time()
                 and state.task.name not in self.stopped)
 
     def _outside_legal_space(self, state: TaskState, child: Candidate) -> bool:
@@ -557,6 +562,8 @@ class Campaign:
                 # torch.compile's build of each task, timed once on a free evaluator (beside the seed where two are).
                 while baselines and self.pool.free() > 0 and not self.out_of_time():
                     self._send_baseline(baselines.pop(0))
+                # A task whose search is done: its finalists re-timed (and torch.compile's build again).
+                self._send_confirmations()
                 # Propose for free evaluators, round robin over tasks with budget left.
                 capacity = self.pool.free() + ahead - len(pending) - len(building) - len(built)
                 stalled = 0
@@ -626,9 +633,12 @@ class Campaign:
                                                      self._options.to_dict())] = time.time()
                 # Results that finished.
                 for task_name, candidate, result, worker in self.pool.poll(timeout_s=0.05):
-                    if isinstance(task_name, tuple):  # (BASELINE_JOB, task)
+                    if isinstance(task_name, tuple):  # (BASELINE_JOB, task[, "retime"]) or (CONFIRM_JOB, task, id)
                         self._submitted.pop(worker, None)
-                        self._baseline_timed(self.tasks[task_name[1]], result)
+                        if task_name[0] == BASELINE_JOB and len(task_name) == 2:
+                            self._baseline_timed(self.tasks[task_name[1]], result)
+                        else:
+                            self._retimed(self.tasks[task_name[1]], task_name, result)
                         continue
                     state = self.tasks[task_name]
                     state.in_flight -= 1
@@ -641,12 +651,16 @@ class Campaign:
                 self._save_state()
                 idle = not pending and not building and not built and self.pool.in_flight() == 0
                 if idle and not any(self._wants_more(s) for s in self.tasks.values()):
-                    break
+                    if not self._confirmations_open():
+                        break
+                    continue
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
                 if idle and wanting and wanting <= exhausted and not told:
                     for name in wanting:  # said even when the last results came in after the strategy ran dry
                         self._stop(self.tasks[name])
-                    break  # every strategy with budget left is exhausted (a space smaller than the budget)
+                    if not self._confirmations_open():
+                        break  # every strategy with budget left is exhausted (a space smaller than the budget)
+                    continue
                 await asyncio.sleep(0.01 if pending or building else 0)
         return self.finish()
 
@@ -679,6 +693,67 @@ class Campaign:
         else:
             log.warning("task %s: torch.compile's build could not be timed: %s", state.task.name, result.message)
 
+    # ---------------------------------------------------------------- the finalists re-timed
+    def confirms(self) -> bool:
+        """Whether each task's finalists are re-timed before its best is named: on a device unless told not to; on
+        the interpreter only when told to (evoforge/confirm.py)."""
+        setting = self.config.confirm
+        return setting == "on" or (setting == "auto" and self.backend.device_count() > 0)
+
+    def _confirmations_open(self) -> bool:
+        """Whether a re-timing is still to make: a task whose search is done gets its finalists now (time left)."""
+        assert self.pool is not None
+        self._send_confirmations()
+        return self.pool.in_flight() > 0 or any(s.confirmation is not None and not s.confirmation.done
+                                                for s in self.tasks.values())
+
+    def _send_confirmations(self) -> None:
+        """Each task whose search is over (nothing under way, nothing more wanted) gets its finalists once; their
+        re-timings go to free evaluators while the budget lasts, the rest are counted as skipped."""
+        assert self.pool is not None
+        if not self.confirms():
+            return
+        for state in self.tasks.values():
+            if state.confirmation is None and not state.in_flight and not self._wants_more(state):
+                chosen = confirm.finalists(state.history, state.seed)
+                state.confirmation = confirm.Confirmation(
+                    finalists=chosen, to_send=list(chosen),
+                    baseline_to_send=bool(chosen) and state.compile_speedup is not None)
+        for state in self.tasks.values():
+            c = state.confirmation
+            if c is None or c.done:
+                continue
+            if self.out_of_time():
+                c.skipped += len(c.to_send) + int(c.baseline_to_send)
+                c.to_send, c.baseline_to_send = [], False
+                continue
+            while self.pool.free() > 0 and c.to_send:
+                candidate = c.to_send.pop(0)
+                worker = self.pool.submit((confirm.CONFIRM_JOB, state.task.name, candidate.id), state.task,
+                                          candidate, self._options.to_dict())
+                self._submitted[worker] = time.time()
+            if self.pool.free() > 0 and c.baseline_to_send:
+                from evoforge.backends.evaluator import baseline_candidate
+
+                c.baseline_to_send = False
+                worker = self.pool.submit((BASELINE_JOB, state.task.name, "retime"), state.task,
+                                          baseline_candidate(state.task),
+                                          {**self._options.to_dict(), "baseline": "compile"})
+                self._submitted[worker] = time.time()
+
+    def _retimed(self, state: TaskState, key: tuple[Any, ...], result: EvalResult) -> None:
+        """A finalist's re-timing, or torch.compile's build's: kept, and in the task's study."""
+        assert self.store is not None and state.confirmation is not None
+        c = state.confirmation
+        if key[0] == confirm.CONFIRM_JOB:
+            c.retimes[key[2]] = result
+        else:
+            c.baseline_retimes.append(result)
+        search = state.search_best()
+        best = state.best() if c.done else None
+        self.store.study(state.task.name).set_user_attr(confirm.CONFIRM_ATTR, json.dumps(c.summary(
+            best[0].id if best else None, search[0].id if search else None)))
+
     def _stop(self, state: TaskState) -> None:
         """A task whose strategy has nothing left to propose (and nothing in flight to learn from) stops before its
         budget: said once, and in the summary, so a short campaign is not a mystery: what was tried and what going
@@ -703,7 +778,7 @@ class Campaign:
             return None
         if state.task.name in self.stopped:
             return self.stopped[state.task.name]
-        if self.out_of_time():
+        if self.search_out_of_time():
             return stopping.out_of_time(state, self.config)
         return None
 
@@ -726,7 +801,7 @@ class Campaign:
                    "not_started": dict(self.not_started)}
         for name, state in self.tasks.items():
             best = state.best()
-            seed_result = state.results.get(state.seed.id)
+            seed_result = state.seed_result()
             exported = export_best(self.run_dir, state.task, best, state.seed, seed_result,
                                    compile_speedup=state.compile_speedup)
             figures = compile_figures(state, best[1] if best else None, seed_result,

@@ -66,6 +66,8 @@ def apply_flags(config: CampaignConfig, args: argparse.Namespace) -> CampaignCon
             t.allow_ops = sorted({*t.allow_ops, *ops})
     if getattr(args, "compile_baseline", None):
         config.compile_baseline = args.compile_baseline
+    if getattr(args, "confirm", None):
+        config.confirm = args.confirm
     if args.seed_kernel:
         if len(config.tasks) > 1 and not args.task:
             raise UsageError("--seed-kernel with several tasks in the config: give --task T for the one it seeds")
@@ -261,6 +263,8 @@ def add_subparser(sub: Any) -> None:
                    help="ATen ops every task's kernels may leave to PyTorch (cuBLAS/cuDNN), e.g. addmm,convolution")
     p.add_argument("--compile-baseline", choices=["auto", "on", "off"],
                    help="time torch.compile's default build of each task's reference (auto, the default: on a GPU)")
+    p.add_argument("--confirm", choices=["auto", "on", "off"],
+                   help="re-time each task's finalists before naming its best kernel (auto, the default: on a GPU)")
     p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, LiteLLM, OpenAI)")
     p.add_argument("--llm-model", help="model name; turns the LLM operators on")
     p.add_argument("--llm-api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)")

@@ -81,6 +81,9 @@ class CampaignConfig:
     # torch.compile's default (static) build of each task's reference timed once, as candidates are, the baseline
     # every result is held to: "auto" (on a device; off on the interpreter, whose times say nothing), "on", "off"
     compile_baseline: str = "auto"
+    # the finalists of each task re-timed before its best kernel is named (evoforge/confirm.py): "auto" (on a
+    # device; off on the interpreter), "on", "off"
+    confirm: str = "auto"
     cache_dir: str = ""  # result cache shared between runs; empty: RUN_DIR/cache
     # KernelBench's folder for L1/23-style tasks (relative to the config file); empty: --kernelbench, else
     # $EVOFORGE_KERNELBENCH, the fetch cache, ../shared/kernelbench beside a checkout (evoforge.task.locate_kernelbench)
@@ -284,6 +287,9 @@ def validate_config(config: CampaignConfig, source: str) -> None:
     if config.compile_baseline not in COMPILE_BASELINE:
         where = "--compile-baseline" if source == "flags" else f"{source}: compile_baseline"
         raise UsageError(f"{where} = {config.compile_baseline!r}: choose from {', '.join(COMPILE_BASELINE)}")
+    if config.confirm not in COMPILE_BASELINE:
+        where = "--confirm" if source == "flags" else f"{source}: confirm"
+        raise UsageError(f"{where} = {config.confirm!r}: choose from {', '.join(COMPILE_BASELINE)}")
     if config.evaluators_per_device < 1:
         raise UsageError(f"{source}: evaluators_per_device must be at least 1 (1: a GPU evaluates one candidate "
                          "at a time)")

@@ -56,6 +56,8 @@ def export_best(run_dir: Path, task: Task, best: tuple[Candidate, EvalResult] | 
                 pct_of_floor=result.pct_of_floor, timing_representative=result.timing_representative,
                 seed_speedup=seed_result.speedup if seed_result and seed_result.ok else None,
                 recommendation="kernel" if beats_reference else "reference")
+    if result.details.get("confirmed"):  # re-timed as a finalist (evoforge/confirm.py)
+        info.update(confirmed=True, search_speedup=result.details.get("search_speedup"))
     vs_compile = result.speedup / compile_speedup if result.speedup and compile_speedup else None
     info.update(compile_speedup=compile_speedup, vs_compile=vs_compile)
     if not beats_reference:

@@ -54,6 +54,10 @@ def task_summary(state: TaskState, *, exported: Any, stopped_early: str | None,
         "no_child": sum(1 for c, _ in state.history if c.meta.get("no_child")),
         "compile_s": round(sum(float(r.compile_s or 0.0) for c, r in state.history if "build" in c.meta), 1),
     }
+    if state.confirmation is not None and state.confirmation.finalists:
+        search = state.search_best()
+        row["confirmation"] = state.confirmation.summary(best[0].id if best else None,
+                                                         search[0].id if search else None)
     report = getattr(state.strategy, "summary", None)
     if callable(report):
         row["strategy"] = json_safe(report())

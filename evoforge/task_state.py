@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from evoforge import confirm
 from evoforge.core import Candidate, EvalResult
 from evoforge.search.base import Strategy
 from evoforge.task import Task
@@ -32,12 +33,16 @@ class TaskState:
     repeats_waiting: dict[str, list[Candidate]] = field(default_factory=dict)  # id under way -> its repeats, untold
     judge_out_of_memory: int = 0  # evaluations the judge itself could not hold in the device's memory
     baseline: EvalResult | None = None  # torch.compile's default build of the reference, timed (compile_baseline)
+    confirmation: confirm.Confirmation | None = None  # the finalists' re-timings (evoforge/confirm.py)
 
     @property
     def compile_speedup(self) -> float | None:
-        """torch.compile's speedup over the reference, where its baseline was timed."""
+        """torch.compile's speedup over the reference, where its baseline was timed (the median with its
+        re-timings, where the finalists were re-timed)."""
         b = self.baseline
-        return b.speedup if b is not None and b.ok and b.speedup else None
+        if b is None or not b.ok or not b.speedup:
+            return None
+        return confirm.compile_speedup(b, self.confirmation.baseline_retimes if self.confirmation else [])
 
     def vs_compile(self, result: EvalResult | None) -> float | None:
         """A correct result's speed over torch.compile's build: its speedup over the reference divided by
@@ -57,6 +62,20 @@ class TaskState:
         return bool(self.seed.meta.get("reference"))
 
     def best(self) -> tuple[Candidate, EvalResult] | None:
+        """The fastest correct candidate: among the finalists by their re-timings once those are made
+        (``evoforge/confirm.py``), else by the search's timings."""
+        if self.confirmation is not None and self.confirmation.done and (
+                chosen := confirm.chosen(self.confirmation)) is not None:
+            return chosen[0], confirm.confirmed_result(chosen[1], self.results.get(chosen[0].id))
+        return self.search_best()
+
+    def seed_result(self) -> EvalResult | None:
+        """The seed's evaluation: its re-timing where it was a finalist, else the search's."""
+        retimed = self.confirmation.retimes.get(self.seed.id) if self.confirmation is not None else None
+        return retimed if retimed is not None and retimed.ok else self.results.get(self.seed.id)
+
+    def search_best(self) -> tuple[Candidate, EvalResult] | None:
+        """The fastest correct candidate by the search's own timings."""
         ok = [(c, r) for c, r in self.history if r.ok and r.speedup is not None and not r.below_floor]
         return max(ok, key=lambda cr: cr[1].speedup) if ok else None
 

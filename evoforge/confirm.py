@@ -1,0 +1,108 @@
+"""The finalists re-timed before a campaign names its best kernel (``--confirm``).
+
+A campaign picks its best kernel as the fastest of many timings, each taken once, in its own candidate process. Where
+the device's figures move from one process to the next (on the H200, identical Conv2d-task code read 0.92-1.03x of
+one build with where its buffers landed: experiments/results/kernelbench/README.md), the fastest timing is partly
+luck: the exported kernel re-times slower than the campaign said, and can be slower than the seed it came from. So
+when a task's search is done, its finalists (the ``FINALISTS`` fastest correct candidates, and the seed where it is
+correct) are evaluated once more each, in fresh processes, and torch.compile's build is timed again; the best kernel
+is the finalist with the fastest re-timing, held to the median of the build's timings. The re-timings are the
+evaluation's own (correctness runs included: a finalist that fails its re-check is not exported), go to no strategy
+and to no trial of the record, and are kept in the task's study (``CONFIRM_ATTR``).
+
+A campaign with a time budget keeps ``RESERVE`` of it for this; a re-timing the budget leaves no time for is skipped
+and the summary says how many were made.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from evoforge.core import Candidate, EvalResult, json_safe
+
+#: the fastest correct candidates of a task re-timed (the seed besides, where it is correct and not among them)
+FINALISTS = 3
+#: the share of a campaign's time budget its search leaves for the re-timings
+RESERVE = 0.1
+#: the pool's key of a finalist's re-timing (the task's name and the candidate's id beside it)
+CONFIRM_JOB = "confirm"
+#: the study attribute that holds the task's re-timings
+CONFIRM_ATTR = "confirmation"
+#: ``--confirm`` values: "auto" (on a device; off on the interpreter, whose times say nothing of a GPU), "on", "off"
+CONFIRM_SETTINGS = ("auto", "on", "off")
+
+
+@dataclass
+class Confirmation:
+    """One task's re-timings: the finalists still to send, each finalist's re-timing, the build's."""
+
+    finalists: list[Candidate] = field(default_factory=list)
+    to_send: list[Candidate] = field(default_factory=list)
+    baseline_to_send: bool = False
+    retimes: dict[str, EvalResult] = field(default_factory=dict)
+    baseline_retimes: list[EvalResult] = field(default_factory=list)
+    skipped: int = 0  # re-timings the time budget left no room for
+
+    @property
+    def done(self) -> bool:
+        return not self.to_send and not self.baseline_to_send
+
+    def summary(self, chosen: str | None, search_best: str | None) -> dict[str, Any]:
+        return json_safe({
+            "finalists": [c.id for c in self.finalists],
+            "retimed": {cid: {"status": str(r.status), "speedup": r.speedup, "runtime_ms": r.runtime_ms}
+                        for cid, r in self.retimes.items()},
+            "compile_retimed": [r.speedup for r in self.baseline_retimes if r.ok],
+            "skipped": self.skipped, "chosen": chosen, "search_best": search_best,
+            "changed": bool(chosen and search_best and chosen != search_best)})
+
+    def to_attr(self) -> str:
+        return json.dumps(self.summary(None, None))
+
+
+def finalists(history: list[tuple[Candidate, EvalResult]], seed: Candidate, k: int = FINALISTS) -> list[Candidate]:
+    """The ``k`` fastest correct candidates by their search timing (one per id, none below the physical floor), and
+    the seed where it is correct and not among them: fewer than two is no choice to confirm."""
+    ok = sorted(((c, r) for c, r in history if r.ok and r.speedup is not None and not r.below_floor
+                 and not c.meta.get("no_child")), key=lambda cr: -float(cr[1].speedup or 0.0))
+    out: list[Candidate] = []
+    for c, _ in ok:
+        if c.id not in {f.id for f in out}:
+            out.append(c)
+        if len(out) == k:
+            break
+    if any(c.id == seed.id for c, _ in ok) and seed.id not in {f.id for f in out}:
+        out.append(next(c for c, _ in ok if c.id == seed.id))
+    return out if len(out) >= 2 else []
+
+
+def chosen(confirmation: Confirmation) -> tuple[Candidate, EvalResult] | None:
+    """The finalist with the fastest correct re-timing (its re-timing as its result, the search's speedup kept in
+    ``details``); None where a finalist was not re-timed (the budget ran out: re-timed and not re-timed figures are
+    not compared) or none was re-timed correct."""
+    if any(c.id not in confirmation.retimes for c in confirmation.finalists):
+        return None
+    best: tuple[Candidate, EvalResult] | None = None
+    for c in confirmation.finalists:
+        r = confirmation.retimes.get(c.id)
+        if r is None or not r.ok or not r.speedup:
+            continue
+        if best is None or r.speedup > (best[1].speedup or 0.0):
+            best = (c, r)
+    return best
+
+
+def compile_speedup(first: EvalResult | None, retimes: list[EvalResult]) -> float | None:
+    """torch.compile's speedup over the reference: the median of its first timing and its re-timings."""
+    values = [r.speedup for r in ([first] if first is not None else []) + retimes
+              if r is not None and r.ok and r.speedup]
+    return statistics.median(values) if values else None
+
+
+def confirmed_result(result: EvalResult, search: EvalResult | None) -> EvalResult:
+    """A finalist's re-timing as its result, with what the search had timed beside it."""
+    return replace(result, details={**result.details, "confirmed": True,
+                                    "search_speedup": search.speedup if search is not None else None})

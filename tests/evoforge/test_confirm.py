@@ -1,0 +1,132 @@
+"""The finalists re-timed before a campaign names its best kernel (evoforge/confirm.py): a lucky timing does not
+make the export, a finalist that fails its re-check is never exported, and torch.compile's build is held to the
+median of its timings."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+
+from evoforge import confirm
+from evoforge.core import Candidate, EvalResult, EvalStatus
+from evoforge.task_state import TaskState
+from tests.conftest import FIXTURES, cli_main
+
+RELU = FIXTURES / "relu"
+
+
+def _ok(speedup: float, **kw) -> EvalResult:
+    return EvalResult(status=EvalStatus.OK, runtime_ms=1.0 / speedup, ref_ms=1.0, speedup=speedup,
+                      timing_representative=True, backend="cuda", arch="nvidia-sm90", **kw)
+
+
+def _state(history: list[tuple[Candidate, EvalResult]]) -> TaskState:
+    from evoforge.search.strategy_spec import build_strategy
+
+    seed = history[0][0]
+    state = TaskState(task=None, strategy=build_strategy("random", seed=0, operators=["params"], initial=(seed,)),  # type: ignore[arg-type]
+                      seed=seed)
+    for c, r in history:
+        state.history.append((c, r))
+        state.results[c.id] = r
+    return state
+
+
+def _kernels(n: int) -> list[Candidate]:
+    source = (RELU / "plain_constants.py").read_text()
+    return [Candidate.from_source(source, task="level1/19_ReLU", operator="seed" if i == 0 else "params",
+                                  params={"BLOCK": 64 << i}) for i in range(n)]
+
+
+def _confirmed(state: TaskState, retimes: dict[str, EvalResult], baseline: list[EvalResult] = ()) -> None:
+    chosen = confirm.finalists(state.history, state.seed)
+    state.confirmation = confirm.Confirmation(finalists=chosen, retimes=retimes, baseline_retimes=list(baseline))
+
+
+def test_a_lucky_timing_does_not_make_the_export():
+    """The search timed B fastest once (1.30x); re-timed, A (1.20x -> 1.19x) beats B (1.30x -> 1.05x): A is the best,
+    with its re-timing as its figure and the search's beside it; the seed's figure is its re-timing too."""
+    seed, a, b = _kernels(3)
+    state = _state([(seed, _ok(1.0)), (a, _ok(1.2)), (b, _ok(1.3))])
+    assert state.best()[0].id == b.id  # before the re-timing: the search's best
+    _confirmed(state, {b.id: _ok(1.05), a.id: _ok(1.19), seed.id: _ok(0.98)})
+    best, result = state.best()
+    assert best.id == a.id and result.speedup == 1.19
+    assert result.details["confirmed"] and result.details["search_speedup"] == 1.2
+    assert state.search_best()[0].id == b.id and state.seed_result().speedup == 0.98
+    summary = state.confirmation.summary(best.id, state.search_best()[0].id)
+    assert summary["changed"] and summary["finalists"] == [b.id, a.id, seed.id]
+
+
+def test_a_finalist_that_fails_its_recheck_is_never_exported():
+    """A kernel correct once and wrong the next time (a race, an uninitialised read) had the search's fastest
+    timing; its re-check fails, so the export is the next finalist, however fast the flaky one was."""
+    seed, flaky, steady = _kernels(3)
+    state = _state([(seed, _ok(1.0)), (flaky, _ok(5.0)), (steady, _ok(1.1))])
+    wrong = EvalResult.failure(EvalStatus.INCORRECT, "output 0 differs at the main shape", backend="cuda")
+    _confirmed(state, {flaky.id: wrong, steady.id: _ok(1.08), seed.id: _ok(1.0)})
+    assert state.best()[0].id == steady.id
+
+
+def test_finalists_not_all_re_timed_leave_the_search_to_choose():
+    """The time budget ran out after one re-timing: a re-timed figure is not weighed against timings the winner's
+    luck is in, so the search's best stands."""
+    seed, a, b = _kernels(3)
+    state = _state([(seed, _ok(1.0)), (a, _ok(1.2)), (b, _ok(1.3))])
+    _confirmed(state, {a.id: _ok(1.25)})
+    state.confirmation.skipped = 2
+    assert state.best()[0].id == b.id and state.best()[1].speedup == 1.3
+
+
+def test_finalists_are_the_fastest_correct_and_the_seed():
+    seed, *rest = _kernels(6)
+    floor = _ok(9.0, below_floor=True)  # faster than the device can be: never a finalist
+    history = [(seed, _ok(0.5)), (rest[0], _ok(1.1)), (rest[1], _ok(1.4)), (rest[2], floor),
+               (rest[3], _ok(1.2)), (rest[4], _ok(1.3))]
+    chosen = confirm.finalists(history, seed)
+    assert [c.id for c in chosen] == [rest[1].id, rest[4].id, rest[3].id, seed.id]
+    only_seed = [(seed, _ok(1.0)), (rest[0], EvalResult.failure(EvalStatus.INCORRECT, "wrong"))]
+    assert confirm.finalists(only_seed, seed) == []  # one correct kernel: no choice to confirm
+
+
+def test_torch_compile_is_held_to_the_median_of_its_timings():
+    seed, a = _kernels(2)
+    state = _state([(seed, _ok(1.0)), (a, _ok(1.5))])
+    state.baseline = _ok(2.0)
+    assert state.compile_speedup == 2.0
+    _confirmed(state, {seed.id: _ok(1.0), a.id: _ok(1.5)}, baseline=[_ok(1.5), _ok(1.6)])
+    assert state.compile_speedup == 1.6 and state.vs_compile(state.best()[1]) == pytest.approx(1.5 / 1.6)
+
+
+def test_a_config_whose_confirm_is_not_auto_on_or_off_is_one_line(tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text('[campaign]\nname = "c"\nconfirm = "maybe"\n\n[[tasks]]\nspec = "L1/19"\n')
+    proc = cli_main(capsys, "run", str(config), "--backend", "interpreter")
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
+    assert "confirm = 'maybe'" in proc.stderr and "auto, on, off" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_campaign_re_times_its_finalists_and_exports_by_the_re_timing(tmp_path, capsys):
+    """On the interpreter with --confirm on: each finalist evaluated once more (not a trial of the record, not told
+    to the strategy), torch.compile's build timed again, the export's figure the chosen finalist's re-timing."""
+    out = tmp_path / "run"
+    proc = cli_main(capsys, "run", "--task", "L1/19", "--seed-kernel", str(RELU / "plain_constants.py"),
+                    "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter", "--budget-evals", "3",
+                    "--workers", "1", "--operators", "params", "--compile-baseline", "on", "--confirm", "on",
+                    "--out", str(out), "--name", "conf")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())["tasks"]["level1/19_ReLU"]
+    c = summary["confirmation"]
+    assert len(c["finalists"]) >= 2 and set(c["retimed"]) == set(c["finalists"]) and c["skipped"] == 0
+    assert len(c["compile_retimed"]) == 1
+    assert summary["best_speedup"] == c["retimed"][c["chosen"]]["speedup"]
+    assert c["chosen"] == max(c["retimed"], key=lambda k: c["retimed"][k]["speedup"] or 0)
+    assert abs(summary["vs_compile"] - summary["best_speedup"] / summary["compile_speedup"]) < 1e-9
+    exported = json.loads((out / "best" / "level1_19_ReLU.json").read_text())
+    assert exported["confirmed"] and exported["candidate_id"] == c["chosen"]
+    study = optuna.load_study(study_name="conf/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db")
+    assert len(study.trials) == 3 == summary["evaluations"]  # re-timings are no trials
+    assert json.loads(study.user_attrs["confirmation"])["finalists"] == c["finalists"]
