@@ -16,6 +16,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# Inductor compiles a graph's kernels in a pool of worker processes (each importing torch) as wide as the machine;
+# on the CPU its Triton kernels are the interpreter's and compile in no time, so on CI's two cores, beside the other
+# xdist worker, the pool's start-up was most of a capture's time (a capture of L1/76 took 24 s, 13 s without the
+# pool). Set before torch is imported here; every process the tests start inherits it (a capture keeps a value
+# the user set: inductor_seed.capture_env). No test is about the pool's width: the one that reads it sets its own.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # `make test` runs `pytest -n 2 --dist loadfile`, and xdist then starts the files in order of their number of
