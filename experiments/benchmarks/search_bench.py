@@ -92,6 +92,17 @@ def _versions() -> dict[str, str]:
             "platform": platform.platform()}
 
 
+def floor_row(strategy: str, batch: int, kb: bool, *, says_anything: bool) -> bool:
+    """Whether ``--floor`` measures this row: the default as a campaign runs it (with the knowledge base where it
+    says anything of the landscape, else plain), the samplers of the floor rule (TPE, CMA-ES, evolution) and
+    random, all at batch 1."""
+    if batch != 1:
+        return False
+    if strategy == "default":
+        return kb == says_anything
+    return strategy == "random" or not kb
+
+
 def _p(res: dict, budget: int) -> float:
     return res["at"][str(budget)]["p_within_2pct"]
 
@@ -236,6 +247,10 @@ def main() -> int:
     ap.add_argument("--only-kb", action="store_true",
                     help="re-run only the knowledge-base rows (default + KB, random + KB) on every landscape and keep "
                          "every other row of the earlier search_bench.json in --out")
+    ap.add_argument("--floor", action="store_true",
+                    help="only the rows the floor rule compares (issue T): the default as a campaign runs it (the "
+                         "knowledge base on where it says anything of the landscape), TPE, CMA-ES, evolution and "
+                         "random, batch 1; no batch-4 row, no default without the knowledge base beside its KB row")
     ap.add_argument("--render", action="store_true",
                     help="run nothing: write search_bench.md again from the search_bench.json in --out")
     args = ap.parse_args()
@@ -279,9 +294,11 @@ def main() -> int:
             kept = [r for r in kept if r["landscape"] in kinds]
     have = {(r["landscape"], r["strategy"], r["batch"], bool(r.get("kb"))) for r in kept}
     commit = _commit()
+    says = {p: _has_unsafe(p) for p in landscapes}
     cells = [(str(p), s, b, kb, args.repeats, commit) for p in landscapes for s, b, kb in STRATEGIES
-             if (not kb or _has_unsafe(p)) and (kb if args.only_kb else
-                                                wanted((p.name, s, b, kb), have, only=args.only, new=args.new))]
+             if (not kb or says[p]) and (kb if args.only_kb else
+                                         wanted((p.name, s, b, kb), have, only=args.only, new=args.new))
+             and (not args.floor or floor_row(s, b, kb, says_anything=says[p]))]
     with ProcessPoolExecutor(args.workers) as pool:
         fresh = list(pool.map(_cell, cells))
     names = list(dict.fromkeys([r["landscape"] for r in kept] + [p.name for p in landscapes]))
@@ -290,6 +307,8 @@ def main() -> int:
         (r["strategy"], r["batch"], bool(r.get("kb"))), len(rank))))
     meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "budget": BUDGET,
             "checkpoints": list(CHECKPOINTS), "repeats": args.repeats, "commit": commit, **_versions()}
+    if args.floor:
+        meta["floor"] = True
     if earlier is not None:
         meta["only"] = args.only or (["knowledge-base rows"] if args.only_kb else ["new landscapes"])
         meta["kept_from"] = {**earlier.get("kept_from", {}), earlier["commit"]: earlier["date"]}

@@ -140,3 +140,11 @@ def test_the_bar_is_the_campaigns_and_a_landscape_the_knowledge_base_says_nothin
     assert "| b.json | derived | 3 of 10 | 0.50 | 0.50 |" in bar
     monkeypatch.setattr(sys, "argv", ["search_bench.py", "--render", "--out", str(tmp_path / "none")])
     assert bench.main() == 2
+
+
+def test_floor_measures_the_default_as_a_campaign_runs_it_and_the_samplers_it_must_not_fall_below(bench) -> None:
+    rows = [(s, b, kb) for s, b, kb in bench.STRATEGIES if bench.floor_row(s, b, kb, says_anything=True)]
+    assert rows == [("default", 1, True), ("bayes", 1, False), ("bayes:cmaes", 1, False), ("evolution", 1, False),
+                    ("random", 1, False), ("random", 1, True)]
+    plain = [(s, b, kb) for s, b, kb in bench.STRATEGIES if bench.floor_row(s, b, kb, says_anything=False)]
+    assert ("default", 1, False) in plain and ("default", 1, True) not in plain
