@@ -132,58 +132,65 @@ def test_evaluators_sharing_a_device_take_turns_to_measure(relu_small, local_ray
     assert windows[1][0] >= windows[0][1], f"measuring windows overlap: {windows}"
 
 
-def _turn_sandbox(key: str, **limits: float):
+@pytest.fixture(scope="module")
+def turn_sandbox():
+    """One judge whose device's turn is a lock of its own, for both turn tests (one start-up of its process, not
+    two): each test sets the limits it is about on it, as a campaign's sandbox holds them."""
+    import uuid
+
     from evoforge.backends.sandbox import Sandbox
 
+    key = f"test-{uuid.uuid4().hex}"
     kwargs = evaluator_kwargs()
-    return Sandbox(backend="interpreter", backend_options={"arch": kwargs["arch"], "lock_key": key},
-                   child_env=kwargs["child_env"], **limits)
+    with Sandbox(backend="interpreter", backend_options={"arch": kwargs["arch"], "lock_key": key},
+                 child_env=kwargs["child_env"]) as sandbox:
+        sandbox._start()  # process start-up has a limit of its own
+        yield sandbox, key
 
 
-def test_waiting_for_the_device_does_not_count_against_the_timeout(relu_small):
+def _limits(sandbox, *, timeout_s: float, turn_wait_s: float) -> None:
+    sandbox.timeout_s, sandbox.turn_wait_s = timeout_s, turn_wait_s
+
+
+def test_waiting_for_the_device_does_not_count_against_the_timeout(relu_small, turn_sandbox):
     """A healthy kernel whose device is held past its timeout still gets its result, not ``timeout``.
 
     The timeout is set from what one evaluation costs on this machine right now (three times it, at least 4 s), and
     the device is held 2 s past the timeout: the wait exceeds the timeout however busy the machine is, and the
     work itself fits in it. The outcome is read from the judge's own account of the wait (``turn_wait_s``)."""
     import threading
-    import uuid
 
     from evoforge.backends.base import device_turn
 
-    key = f"test-{uuid.uuid4().hex}"
+    sandbox, key = turn_sandbox
+    _limits(sandbox, timeout_s=300.0, turn_wait_s=600.0)
     options = {"trials": 1, "timing": False}
-    with _turn_sandbox(key, timeout_s=300.0, turn_wait_s=600.0) as sandbox:
-        sandbox._start()  # process start-up has a limit of its own
-        unhindered = sandbox.evaluate(relu_small, good(), options)
-        assert unhindered.status is EvalStatus.OK, unhindered.message
-        timeout_s = max(4.0, 3.0 * unhindered.eval_s)
-        holding = threading.Event()
+    unhindered = sandbox.evaluate(relu_small, good(), options)
+    assert unhindered.status is EvalStatus.OK, unhindered.message
+    timeout_s = max(4.0, 3.0 * unhindered.eval_s)
+    holding = threading.Event()
 
-        def hold() -> None:
-            with device_turn(key):
-                holding.set()
-                time.sleep(timeout_s + 2.0)
+    def hold() -> None:
+        with device_turn(key):
+            holding.set()
+            time.sleep(timeout_s + 2.0)
 
-        holder = threading.Thread(target=hold)
-        holder.start()
-        assert holding.wait(60.0)
-        result = sandbox.evaluate(relu_small, good(), options, timeout_s=timeout_s)
-        holder.join()
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(60.0)
+    result = sandbox.evaluate(relu_small, good(), options, timeout_s=timeout_s)
+    holder.join()
     assert result.status is EvalStatus.OK, result.message
     assert result.details["turn_wait_s"] > timeout_s  # it did wait for the device, past its timeout
 
 
-def test_a_device_held_past_the_turn_limit_is_a_timeout_that_says_so(relu_small):
-    import uuid
-
+def test_a_device_held_past_the_turn_limit_is_a_timeout_that_says_so(relu_small, turn_sandbox):
     from evoforge.backends.base import device_turn
 
-    key = f"test-{uuid.uuid4().hex}"
-    with _turn_sandbox(key, timeout_s=30.0, turn_wait_s=3.0) as sandbox:
-        sandbox._start()
-        with device_turn(key):
-            result = sandbox.evaluate(relu_small, good(), {"trials": 1, "timing": False})
+    sandbox, key = turn_sandbox
+    _limits(sandbox, timeout_s=30.0, turn_wait_s=3.0)
+    with device_turn(key):
+        result = sandbox.evaluate(relu_small, good(), {"trials": 1, "timing": False})
     assert result.status is EvalStatus.TIMEOUT
     assert "waited 3 s for the device's turn" in result.message
 
