@@ -1,0 +1,116 @@
+"""What every result is held to: torch.compile's default build of each task, timed once as candidates are
+(``--compile-baseline``), and, once a task's search is done, its finalists re-timed beside that build again
+(``--confirm``, ``evoforge/confirm.py``). A part of ``Campaign`` (``evoforge/campaign.py``), which holds the state
+these methods read and write."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from evoforge import confirm
+from evoforge.core import EvalResult, json_safe
+from evoforge.task_state import TaskState
+
+log = logging.getLogger("evoforge.campaign")
+
+#: The study attribute that holds torch.compile's baseline for the task (the EvalResult as JSON); ``compile_ms`` and
+#: ``compile_speedup`` beside it for the dashboard.
+BASELINE_ATTR = "compile_baseline"
+#: The pool's key of a baseline job (the task's name beside it).
+BASELINE_JOB = "torch.compile"
+
+
+class BaselineAndFinalists:
+    """A part of ``Campaign``: see the module's docstring."""
+
+    def times_compile(self) -> bool:
+        """Whether this campaign times torch.compile's build of each task: on a device unless told not to; on the
+        interpreter (no device: times that say nothing of a GPU) only when told to."""
+        setting = self.config.compile_baseline
+        return setting == "on" or (setting == "auto" and self.backend.device_count() > 0)
+
+    def _send_baseline(self, state: TaskState) -> None:
+        from evoforge.backends.evaluator import baseline_candidate
+
+        options = {**self._options.to_dict(), "baseline": "compile"}
+        worker = self.pool.submit((BASELINE_JOB, state.task.name), state.task, baseline_candidate(state.task), options)
+        self._submitted[worker] = time.time()
+
+    def _baseline_timed(self, state: TaskState, result: EvalResult) -> None:
+        """torch.compile's build of the task, timed: kept in the study (a resume does not time it again), said in one
+        line."""
+        assert self.store is not None
+        state.baseline = result
+        study = self.store.study(state.task.name)
+        study.set_user_attr(BASELINE_ATTR, json.dumps(json_safe(result.to_dict())))
+        if result.ok and result.speedup:
+            study.set_user_attr("compile_ms", result.runtime_ms)
+            study.set_user_attr("compile_speedup", result.speedup)
+            log.warning("task %s: torch.compile's build runs at %.4g ms (%.3gx the reference)%s", state.task.name,
+                        result.runtime_ms, result.speedup, "" if result.timing_representative else
+                        " on the interpreter (not representative)")
+        else:
+            log.warning("task %s: torch.compile's build could not be timed: %s", state.task.name, result.message)
+
+    def confirms(self) -> bool:
+        """Whether each task's finalists are re-timed before its best is named: on a device unless told not to; on
+        the interpreter only when told to (evoforge/confirm.py)."""
+        setting = self.config.confirm
+        return setting == "on" or (setting == "auto" and self.backend.device_count() > 0)
+
+    def _confirmations_open(self) -> bool:
+        """Whether a re-timing is still to make: a task whose search is done gets its finalists now (time left)."""
+        assert self.pool is not None
+        self._send_confirmations()
+        return self.pool.in_flight() > 0 or any(s.confirmation is not None and not s.confirmation.done
+                                                for s in self.tasks.values())
+
+    def _send_confirmations(self) -> None:
+        """Each task whose search is over (nothing under way, nothing more wanted) gets its finalists once; their
+        re-timings go to free evaluators while the budget lasts, the rest are counted as skipped."""
+        assert self.pool is not None
+        if not self.confirms():
+            return
+        for state in self.tasks.values():
+            if state.confirmation is None and not state.in_flight and not self._wants_more(state):
+                chosen = confirm.finalists(state.history, state.seed)
+                state.confirmation = confirm.Confirmation(
+                    finalists=chosen, to_send=list(chosen),
+                    baseline_to_send=bool(chosen) and state.compile_speedup is not None)
+        for state in self.tasks.values():
+            c = state.confirmation
+            if c is None or c.done:
+                continue
+            if self.out_of_time():
+                c.skipped += len(c.to_send) + int(c.baseline_to_send)
+                c.to_send, c.baseline_to_send = [], False
+                continue
+            while self.pool.free() > 0 and c.to_send:
+                candidate = c.to_send.pop(0)
+                worker = self.pool.submit((confirm.CONFIRM_JOB, state.task.name, candidate.id), state.task,
+                                          candidate, self._options.to_dict())
+                self._submitted[worker] = time.time()
+            if self.pool.free() > 0 and c.baseline_to_send:
+                from evoforge.backends.evaluator import baseline_candidate
+
+                c.baseline_to_send = False
+                worker = self.pool.submit((BASELINE_JOB, state.task.name, "retime"), state.task,
+                                          baseline_candidate(state.task),
+                                          {**self._options.to_dict(), "baseline": "compile"})
+                self._submitted[worker] = time.time()
+
+    def _retimed(self, state: TaskState, key: tuple[Any, ...], result: EvalResult) -> None:
+        """A finalist's re-timing, or torch.compile's build's: kept, and in the task's study."""
+        assert self.store is not None and state.confirmation is not None
+        c = state.confirmation
+        if key[0] == confirm.CONFIRM_JOB:
+            c.retimes[key[2]] = result
+        else:
+            c.baseline_retimes.append(result)
+        search = state.search_best()
+        best = state.best() if c.done else None
+        self.store.study(state.task.name).set_user_attr(confirm.CONFIRM_ATTR, json.dumps(c.summary(
+            best[0].id if best else None, search[0].id if search else None)))
