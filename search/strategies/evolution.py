@@ -11,7 +11,7 @@ operator of each proposal is chosen by an AUC bandit credited when a child beats
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from evoforge.mutators.names import CROSSOVER, LLM_REPAIR, PARAMS
@@ -32,6 +32,8 @@ class Individual:
     candidate: Candidate
     result: EvalResult
     island: int
+    #: (structure id, grid point) once asked: an island's trim compares every pair, a resume trims 100k times
+    place: tuple[str, tuple[int, ...] | None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def runtime_ms(self) -> float | None:
@@ -364,12 +366,14 @@ class EvolutionStrategy:
             members.remove(victim)
 
     def _near_duplicate(self, a: Individual, b: Individual) -> bool:
-        sid = a.candidate.structure_id
-        if sid != b.candidate.structure_id:
-            return False
-        space = self.spaces[sid]
-        ia, ib = space.indices_of(a.candidate.params), space.indices_of(b.candidate.params)
-        return ia is not None and ib is not None and space.distance(ia, ib) < 0.15
+        (sid, ia), (other, ib) = self._place(a), self._place(b)
+        return sid == other and ia is not None and ib is not None and self.spaces[sid].distance(ia, ib) < 0.15
+
+    def _place(self, ind: Individual) -> tuple[str, tuple[int, ...] | None]:
+        if ind.place is None:
+            sid = ind.candidate.structure_id
+            ind.place = (sid, self.spaces[sid].indices_of(ind.candidate.params))
+        return ind.place
 
     def _migrate(self) -> None:
         bests = [min(isl, key=lambda i: i.runtime_ms) if isl else None for isl in self.islands]
