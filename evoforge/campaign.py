@@ -227,7 +227,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
                             continue
                         proposal = proposals[0]
                     stalled = 0
-                    state.in_flight += 1
+                    self._proposed(state)
                     fut = asyncio.ensure_future(self.maker.materialize(state, proposal))
                     pending[fut], proposed_at[fut] = (state, proposal), time.time()
                     capacity -= 1
@@ -253,10 +253,8 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
                     outcome = future.result()
                     made = replace(made, meta={**made.meta, "build": outcome.as_meta()})
                     if outcome.failure is not None:
-                        state.in_flight -= 1
                         failure = replace(outcome.failure, backend=self.backend.name, arch=self.config.arch)
-                        self.cache.put(state.task.key(), made, failure)
-                        self._absorb(state, made, failure, started_at=since)
+                        self._evaluated(state, made, failure, started_at=since)
                         told = True
                         progress.update()
                         continue
@@ -275,11 +273,10 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
                             self._retimed(self.tasks[task_name[1]], task_name, result)
                         continue
                     state = self.tasks[task_name]
-                    state.in_flight -= 1
                     if "build" in candidate.meta:  # the nvcc time is the build's, measured ahead
                         result = replace(result, compile_s=candidate.meta["build"]["compile_s"])
-                    self.cache.put(state.task.key(), candidate, result)
-                    self._absorb(state, candidate, result, worker=worker, started_at=self._submitted.pop(worker, None))
+                    self._evaluated(state, candidate, result, worker=worker,
+                                    started_at=self._submitted.pop(worker, None))
                     told = True
                     progress.update()
                 self._save_state()

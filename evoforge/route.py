@@ -148,6 +148,23 @@ class ChildRoute:
         self._absorb(state, child, replace(failed.result, backend=self.backend.name, arch=self.config.arch),
                      started_at=started_at)
 
+    def _proposed(self, state: TaskState) -> None:
+        """A child is asked of an operator: under way until it lands (``_landed``)."""
+        state.in_flight += 1
+
+    def _landed(self, state: TaskState) -> None:
+        """A child's time in flight is over: told, recorded without the GPU, or evaluated. The one place but
+        ``_proposed`` where the count moves."""
+        state.in_flight -= 1
+
+    def _evaluated(self, state: TaskState, candidate: Candidate, result: EvalResult, *, worker: str = "",
+                   started_at: float | None = None) -> None:
+        """A child's result from an evaluator (or its build's failure): landed, cached, absorbed."""
+        assert self.cache is not None
+        self._landed(state)
+        self.cache.put(state.task.key(), candidate, result)
+        self._absorb(state, candidate, result, worker=worker, started_at=started_at)
+
     def _ready(self, state: TaskState, proposal: Proposal, made: Candidate | NoChild,
                asked_at: float) -> tuple[str, Candidate | None]:
         """What becomes of what an operator made for ``proposal``: ``"told"`` (the strategy learns it, nothing is
@@ -156,16 +173,16 @@ class ChildRoute:
         (a CuTe child for nvcc first) or ``"evaluate"`` (for a free evaluator), with the child as it goes on."""
         assert self.store is not None and self.cache is not None
         if isinstance(made, NoChild):
-            state.in_flight -= 1
+            self._landed(state)
             if self._nothing_new(state, proposal, made):
                 return "told", None  # its operator's every move was evaluated: the strategy proposes again
             self._failed_proposal(state, proposal, made, started_at=asked_at)
             return "recorded", None
         if self._outside_legal_space(state, made):
-            state.in_flight -= 1  # never sampled: the strategy learns it, the record and budget do not
+            self._landed(state)  # never sampled: the strategy learns it, the record and budget do not
             return "told", None
         if self._repeats_a_child(state, made):
-            state.in_flight -= 1  # the same kernel at the same params: its result is known or coming
+            self._landed(state)  # the same kernel at the same params: its result is known or coming
             return "told", None
         # The child's one static check; its verdict travels with it to the actor and the chain.
         made, early = precheck(made, backend=self.backend.name, arch=self.config.arch,
@@ -173,7 +190,7 @@ class ChildRoute:
         self.store.save_candidate(made)
         early = early or self.cache.get(state.task.key(), made)
         if early is not None:
-            state.in_flight -= 1
+            self._landed(state)
             self._absorb(state, made, early)
             return "recorded", made
         if made.language == "cute" and self.builds is not None:
