@@ -112,5 +112,14 @@ class BaselineAndFinalists:
             c.baseline_retimes.append(result)
         search = state.search_best()
         best = state.best() if c.done else None
-        self.store.study(state.task.name).set_user_attr(confirm.CONFIRM_ATTR, json.dumps(c.summary(
-            best[0].id if best else None, search[0].id if search else None)))
+        self.store.study(state.task.name).set_user_attr(confirm.CONFIRM_ATTR, c.to_attr(
+            best[0].id if best else None, search[0].id if search else None))
+
+    def _restore_confirmations(self) -> None:
+        """On a resume: a task with nothing left to search keeps the re-timings its study holds (its export is
+        the same again); a task that searches on is re-timed when that search is done."""
+        assert self.store is not None
+        for name, state in self.tasks.items():
+            text = self.store.study(name).user_attrs.get(confirm.CONFIRM_ATTR)
+            if text and not self._wants_more(state):
+                state.confirmation = confirm.Confirmation.from_attr(text, state.history)

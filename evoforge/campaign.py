@@ -111,6 +111,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         self.prepare()
         if self.resume:
             restored = self.restore()
+            self._restore_confirmations()
             if not self.has_work():
                 self.say(f"campaign {self.config.name}: nothing to do, {self._why_done()} ({restored} evaluations "
                          f"recorded in {self.run_dir}); raise --budget-evals or --budget-minutes to go on")

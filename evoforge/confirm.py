@@ -59,8 +59,27 @@ class Confirmation:
             "skipped": self.skipped, "chosen": chosen, "search_best": search_best,
             "changed": bool(chosen and search_best and chosen != search_best)})
 
-    def to_attr(self) -> str:
-        return json.dumps(self.summary(None, None))
+    def to_attr(self, chosen: str | None, search_best: str | None) -> str:
+        """The study attribute: the summary, and every re-timing whole (a resume with nothing left to search
+        exports by them again)."""
+        return json.dumps({**self.summary(chosen, search_best), "skipped": self.skipped,
+                           "results": {cid: json_safe(r.to_dict()) for cid, r in self.retimes.items()},
+                           "compile_results": [json_safe(r.to_dict()) for r in self.baseline_retimes]})
+
+    @classmethod
+    def from_attr(cls, text: str, history: list[tuple[Candidate, EvalResult]]) -> Confirmation | None:
+        """The re-timings a study kept (``to_attr``), their finalists found in the task's restored history; None
+        where the attribute is unreadable or names a finalist the history lacks."""
+        try:
+            data = json.loads(text)
+            by_id = {c.id: c for c, _ in history}
+            finalists = [by_id[cid] for cid in data["finalists"]]
+            return cls(finalists=finalists,
+                       retimes={cid: EvalResult.from_dict(r) for cid, r in data.get("results", {}).items()},
+                       baseline_retimes=[EvalResult.from_dict(r) for r in data.get("compile_results", [])],
+                       skipped=int(data.get("skipped", 0)))
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 def finalists(history: list[tuple[Candidate, EvalResult]], seed: Candidate, k: int = FINALISTS) -> list[Candidate]:

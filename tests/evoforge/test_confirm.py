@@ -130,3 +130,9 @@ def test_a_campaign_re_times_its_finalists_and_exports_by_the_re_timing(tmp_path
     study = optuna.load_study(study_name="conf/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db")
     assert len(study.trials) == 3 == summary["evaluations"]  # re-timings are no trials
     assert json.loads(study.user_attrs["confirmation"])["finalists"] == c["finalists"]
+    # A resume with nothing left to search exports by the same re-timings: the same kernel, the same figures.
+    again = cli_main(capsys, "run", "--resume", str(out))
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = json.loads((out / "summary.json").read_text())["tasks"]["level1/19_ReLU"]
+    assert resumed["confirmation"] == c and resumed["best_speedup"] == summary["best_speedup"]
+    assert json.loads((out / "best" / "level1_19_ReLU.json").read_text())["candidate_id"] == c["chosen"]
