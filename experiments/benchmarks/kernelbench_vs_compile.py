@@ -197,7 +197,7 @@ def retime(task_entry: dict[str, Any], run_dir: Path, summary: dict[str, Any], d
         return row
     row.update({k: t.get(k) for k in ("evaluations", "statuses", "best_speedup", "best_operator", "vs_compile",
                                       "seed_vs_compile", "compile_speedup", "compile_baseline", "compile_correct",
-                                      "stopped_early")})
+                                      "stopped_early", "confirmation")})
     row["campaign_vs_compile"] = row.pop("vs_compile")
     row["campaign_seed_vs_compile"] = row.pop("seed_vs_compile")
     exported = run_dir / "best" / f"{task_slug(task.name)}.py"
