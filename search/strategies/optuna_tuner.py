@@ -66,7 +66,9 @@ class OptunaTuner:
             space.names[d]: (IntDistribution(0, space.sizes[d] - 1) if space.ordinal[d]
                              else CategoricalDistribution(tuple(range(space.sizes[d]))))
             for d in self._dims}
-        self._trials: dict[tuple[int, ...], Trial] = {}  # pending: proposed, not yet told
+        # pending: proposed, not yet told; None: marked before this tuner was ever asked, not yet in the study
+        self._trials: dict[tuple[int, ...], Trial | None] = {}
+        self._asked = False
         self.seen: set[tuple[int, ...]] = set()  # proposed or told, by anyone
         self._worst_ok: float | None = None
         self._constraints = sampler != "cmaes"  # CMA-ES reads only the penalty value (and warns on constraints)
@@ -85,6 +87,11 @@ class OptunaTuner:
         """A config nobody has proposed yet, chosen by the sampler; None when the space is exhausted."""
         if self.space.enumerable and len(self.seen) >= self.space.size:
             return None
+        if not self._asked:  # from now on the sampler's study holds every config under way, as it always did
+            self._asked = True
+            for idx in [i for i, t in self._trials.items() if t is None]:
+                del self._trials[idx]
+                self.enqueue(idx)
         for _ in range(_DUPLICATE_RETRIES):
             trial = self.study.ask(self._dists)
             idx = self._idx_of_trial(trial)
@@ -104,11 +111,17 @@ class OptunaTuner:
         idx = tuple(idx)
         if idx in self._trials:
             return
+        if not self._asked:
+            # Nothing asked of the sampler yet (a resume replaying its record, a structure told before it is
+            # tuned): the config enters the study finished, when its result is told, in one step instead of
+            # Optuna's enqueue, ask and tell (2.5 ms a trial, half of a 10k-trial resume's CPU).
+            self._register(idx, None)
+            return
         self.study.enqueue_trial(self._trial_params(idx), skip_if_exists=False)
         trial = self.study.ask(self._dists)
         self._register(idx, trial)
 
-    def _register(self, idx: tuple[int, ...], trial: Trial) -> None:
+    def _register(self, idx: tuple[int, ...], trial: Trial | None) -> None:
         self._trials[idx] = trial
         self.seen.add(idx)
 
@@ -116,10 +129,12 @@ class OptunaTuner:
         """Take back a proposal that will not be evaluated (replaced before it ran): a FAIL trial, and ``idx``
         may be proposed again."""
         idx = tuple(idx)
-        trial = self._trials.pop(idx, None)
+        if idx not in self._trials:
+            return
+        trial = self._trials.pop(idx)
         if trial is not None:
             self.study.tell(trial, state=TrialState.FAIL)
-            self.seen.discard(idx)
+        self.seen.discard(idx)
 
     def tell(self, idx: Sequence[int], runtime_ms: float | None, *, penalize: bool = True) -> None:
         """Feed one result back: ``runtime_ms`` of a correct run, or None for any failure.
@@ -130,23 +145,37 @@ class OptunaTuner:
         """
         idx = tuple(idx)
         self.seen.add(idx)
-        trial = self._trials.pop(idx, None)
-        if trial is None:  # told without having been asked here (another operator's child): record it too
+        if idx not in self._trials:  # told without having been asked here (another operator's child): record it too
             self.enqueue(idx)
-            trial = self._trials.pop(idx)
+        trial = self._trials.pop(idx)
         if (runtime_ms is None or runtime_ms <= 0) and not penalize:
-            self.study.tell(trial, state=TrialState.FAIL)
+            self._finish(idx, trial, None, None)
             return
         if runtime_ms is not None and runtime_ms > 0:
             value = math.log(runtime_ms)
             self._worst_ok = value if self._worst_ok is None else max(self._worst_ok, value)
-            if self._constraints:
-                trial.set_constraint(FAILURE_CONSTRAINT, 0.0)
+            self._finish(idx, trial, value, 0.0)
         else:
             value = (self._worst_ok if self._worst_ok is not None else 0.0) + PENALTY_LOG_MARGIN
-            if self._constraints:
-                trial.set_constraint(FAILURE_CONSTRAINT, 1.0)
-        self.study.tell(trial, value)
+            self._finish(idx, trial, value, 1.0)
+
+    def _finish(self, idx: tuple[int, ...], trial: Trial | None, value: float | None, violation: float | None,
+                ) -> None:
+        """The study's trial of ``idx`` finished: COMPLETE with ``value`` (and the failure constraint), or FAIL."""
+        constrained = self._constraints and value is not None
+        if trial is not None:
+            if value is None:
+                self.study.tell(trial, state=TrialState.FAIL)
+                return
+            if constrained:
+                trial.set_constraint(FAILURE_CONSTRAINT, violation)
+            self.study.tell(trial, value)
+            return
+        params = self._trial_params(idx)
+        self.study.add_trial(optuna.trial.create_trial(
+            state=TrialState.FAIL if value is None else TrialState.COMPLETE, value=value, params=params,
+            distributions={k: self._dists[k] for k in params},
+            constraints={FAILURE_CONSTRAINT: violation} if constrained else None))
 
     def nearest_unseen(self, idx: Sequence[int]) -> tuple[int, ...] | None:
         """The unseen config closest to ``idx`` (ties broken at random): a duplicate's stand-in."""

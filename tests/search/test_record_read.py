@@ -4,7 +4,6 @@ trials through Optuna's ``get_trials``, 36 s to report)."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import sqlalchemy
@@ -12,40 +11,10 @@ from evoforge.search import record_rows
 from evoforge.search.store import OptunaStore, RecordStorage
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
+from tests.rowcount import CountingConnection, Rows
 
 SOURCE = 'SPACE = {"BLOCK": list(range(1, 200)), "num_warps": [2, 4]}\nPARAMS = {"BLOCK": 64, "num_warps": 2}\n'
 EXTRA = {f"attr_{i}": i for i in range(30)}  # a trial's other attributes: worker, tokens, decision, ...
-
-
-class _Rows:
-    fetched = 0
-    statements = 0
-
-
-class _CountingCursor(sqlite3.Cursor):
-    def execute(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        _Rows.statements += 1
-        return super().execute(*args, **kwargs)
-
-    def fetchone(self):  # type: ignore[no-untyped-def]
-        row = super().fetchone()
-        _Rows.fetched += row is not None
-        return row
-
-    def fetchmany(self, *args):  # type: ignore[no-untyped-def]
-        rows = super().fetchmany(*args)
-        _Rows.fetched += len(rows)
-        return rows
-
-    def fetchall(self):  # type: ignore[no-untyped-def]
-        rows = super().fetchall()
-        _Rows.fetched += len(rows)
-        return rows
-
-
-class _CountingConnection(sqlite3.Connection):
-    def cursor(self, factory=_CountingCursor):  # type: ignore[no-untyped-def]
-        return super().cursor(factory)
 
 
 def _recorded(tmp_path: Path, tasks: int, trials: int) -> OptunaStore:
@@ -61,9 +30,9 @@ def _recorded(tmp_path: Path, tasks: int, trials: int) -> OptunaStore:
 
 def _counted(store: OptunaStore) -> RecordStorage:
     """The store's record opened again through a connection that counts the rows it hands back."""
-    counting = RecordStorage(store.storage_url, engine_kwargs={"connect_args": {"factory": _CountingConnection}})
+    counting = RecordStorage(store.storage_url, engine_kwargs={"connect_args": {"factory": CountingConnection}})
     store.storage = counting
-    _Rows.fetched = _Rows.statements = 0
+    Rows.reset()
     return counting
 
 
@@ -76,8 +45,8 @@ def test_a_resume_reads_a_few_rows_per_trial_whatever_else_was_recorded(tmp_path
     assert loaded[2].result.status is EvalStatus.COMPILE_ERROR
     assert loaded[0].candidate.operator == "params" and loaded[0].user_attrs["candidate_id"] == loaded[0].candidate.id
     # Optuna's get_trials: the trial, its value, its parameters, ~56 attributes and artifacts, ~60 rows a trial
-    assert _Rows.fetched <= 8 * 30, _Rows.fetched
-    assert _Rows.statements <= 6, _Rows.statements
+    assert Rows.fetched <= 8 * 30, Rows.fetched
+    assert Rows.statements <= 6, Rows.statements
 
 
 def test_every_attribute_is_read_back_when_asked_for_all(tmp_path: Path) -> None:
@@ -112,7 +81,7 @@ def test_a_resume_finds_trials_left_running_in_one_look_over_every_study(tmp_pat
     _counted(store)
     assert store.close_interrupted() == 1
     # the campaign's studies, their open trials, their results: not every trial of every study (~200 rows here)
-    assert _Rows.fetched <= 10, _Rows.fetched
+    assert Rows.fetched <= 10, Rows.fetched
     study = optuna.load_study(study_name="c/t4", storage=store.storage)
     left = study.get_trials(deepcopy=False)[-1]
     assert left.state == optuna.trial.TrialState.FAIL and left.user_attrs["status"] == "crashed"
