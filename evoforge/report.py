@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 
 from evoforge import ablation_stats as ab
 from evoforge.core import Candidate, UsageError
+from evoforge.search.store import RESULT_ATTR
 
 INTERPRETER_NOTE = ("Times come from the Triton interpreter on the CPU (timing_representative false): "
                     "not representative of a GPU. They show that the search works and the kernels are "
@@ -34,6 +35,9 @@ TRIAL_COLUMNS = ("number", "state", "value", "status", "message", "operator", "s
                  "structure_id", "runtime_ms", "ref_ms", "speedup", "pct_of_floor", "below_floor",
                  "timing_representative", "backend", "arch", "eval_s", "cached", "params", "wall_time_s",
                  "evaluation", "worker", "model", "prompt_tokens", "completion_tokens", "cost_usd")
+
+# The user attributes the report and the dashboard's notes show (a trial's ``message``, up to 4 KB, is not).
+SHOWN_COLUMNS = tuple(c for c in TRIAL_COLUMNS if c not in ("number", "state", "value", "message"))
 
 STATUS_COLOURS = {"ok": "#2e7d32", "incorrect": "#c62828", "compile_error": "#ef6c00", "runtime_error": "#f9a825",
                   "rejected": "#6a1b9a", "invalid": "#546e7a", "timeout": "#1565c0", "crashed": "#000000"}
@@ -75,8 +79,14 @@ def storage_url_of(run_dir: Path, config: dict[str, Any] | None) -> str:
     return url or f"sqlite:///{(run_dir / 'optuna.db').resolve()}"
 
 
-def open_run(run_dir: str | Path) -> RunRecord:
-    """Read a run directory through Optuna's API. A path that is not a run is one UsageError line."""
+def open_run(run_dir: str | Path, *, columns: tuple[str, ...] | None = None) -> RunRecord:
+    """Read a run directory through Optuna's API. A path that is not a run is one UsageError line.
+
+    The trial tables are read in bulk (``search.record_rows``: one query per table for every study of the
+    campaign), not a ``FrozenTrial`` per trial: a 100k-trial record opens in seconds. ``columns`` limits the user
+    attributes read to those (``SHOWN_COLUMNS`` is what the report and the dashboard's notes show); None reads
+    them all."""
+    from evoforge.search import record_rows
     from evoforge.search.store import open_storage
 
     run_dir = Path(run_dir)
@@ -95,15 +105,18 @@ def open_run(run_dir: str | Path) -> RunRecord:
     record = RunRecord(run_dir=run_dir, campaign=campaign, storage_url=url, config=config or {},
                        summary=_read_json(run_dir / "summary.json"), storage=storage)
     prefix = f"{campaign}/" if campaign else ""
-    names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False))
-    ordered = _task_order(record.summary, [n[len(prefix):] for n in names if n.startswith(prefix)])
+    ids = record_rows.campaign_study_ids(storage, prefix)
+    names = sorted(ids)
+    ordered = _task_order(record.summary, [n[len(prefix):] for n in names])
+    rows = record_rows.read_trials(storage, ids.values(), user_keys=columns, system_keys=[RESULT_ATTR])
     for task in ordered:
-        study = optuna.load_study(study_name=prefix + task, storage=storage)
+        study = optuna.Study(study_name=prefix + task, storage=storage)  # no look-up per study: the id is known
         record.studies[task] = study
-        record.trials[task] = trials_frame(study)
+        record.trials[task] = _frame(rows[ids[prefix + task]])
     if not record.studies:
+        all_names = sorted(record_rows.campaign_study_ids(storage, ""))
         raise UsageError(f"RUN_DIR {run_dir}: the record holds no study of campaign {campaign!r} "
-                         f"({'studies: ' + ', '.join(names[:5]) if names else 'it is empty'})")
+                         f"({'studies: ' + ', '.join(all_names[:5]) if all_names else 'it is empty'})")
     return record
 
 
@@ -116,12 +129,25 @@ def _task_order(summary: dict[str, Any] | None, tasks: list[str]) -> list[str]:
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per finished trial (COMPLETE or FAIL) with the evoforge user attributes as columns, in the
     order they were recorded; ``position`` is the 1-based evaluation count at that trial."""
+    from evoforge.search import record_rows
+
+    if record_rows.is_rdb(study._storage):
+        return _frame(record_rows.read_trials(study._storage, [study._study_id],
+                                              system_keys=[RESULT_ATTR])[study._study_id])
+    return _frame([record_rows.TrialRow(study_id=study._study_id, trial_id=t._trial_id, number=t.number,
+                                        state=t.state, value=t.value, user_attrs=dict(t.user_attrs),
+                                        system_attrs=dict(t.system_attrs))
+                   for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))])
+
+
+def _frame(trials: list[Any]) -> pd.DataFrame:
+    """The trial table of one study from its ``record_rows.TrialRow``\\ s."""
     rows = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-        row: dict[str, Any] = {c: None for c in TRIAL_COLUMNS}
+    for t in trials:
+        row: dict[str, Any] = dict.fromkeys(TRIAL_COLUMNS)
         row.update(t.user_attrs)
         row.update(number=t.number, state=t.state.name, value=t.value)
-        raw = t.system_attrs.get("evoforge:result")
+        raw = t.system_attrs.get(RESULT_ATTR)
         result = json.loads(raw) if isinstance(raw, str) else {}
         row["device_name"] = result.get("device_name", "")
         row["versions"] = result.get("versions") or {}
@@ -427,7 +453,7 @@ def _lineage_html(steps: list[dict[str, Any]]) -> str:
 
 def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write ``RUN_DIR/report/index.html`` (and its figures); returns the page's path."""
-    run = open_run(run_dir)
+    run = open_run(run_dir, columns=SHOWN_COLUMNS)
     out = Path(out_dir) if out_dir else run.run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     board = leaderboard(run)
