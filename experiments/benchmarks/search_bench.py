@@ -299,8 +299,15 @@ def main() -> int:
              if (not kb or says[p]) and (kb if args.only_kb else
                                          wanted((p.name, s, b, kb), have, only=args.only, new=args.new))
              and (not args.floor or floor_row(s, b, kb, says_anything=says[p]))]
+    args.out.mkdir(parents=True, exist_ok=True)
+    partial = args.out / "search_bench.partial.jsonl"  # each row as it ends: a run cut short keeps what it measured
+    partial.write_text("")
+    fresh = []
     with ProcessPoolExecutor(args.workers) as pool:
-        fresh = list(pool.map(_cell, cells))
+        for res in pool.map(_cell, cells):
+            fresh.append(res)
+            with partial.open("a") as f:
+                f.write(json.dumps(res) + "\n")
     names = list(dict.fromkeys([r["landscape"] for r in kept] + [p.name for p in landscapes]))
     rank = {(s, b, kb): n for n, (s, b, kb) in enumerate(STRATEGIES)}
     results = sorted(kept + fresh, key=lambda r: (names.index(r["landscape"]), rank.get(
@@ -315,6 +322,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "search_bench.json").write_text(json.dumps({"meta": meta, "kinds": kinds, "results": results},
                                                            indent=1) + "\n")
+    partial.unlink()
     text = render(meta, results, kinds)
     (args.out / "search_bench.md").write_text(text)
     print(text)
