@@ -28,18 +28,78 @@ def _judge(evaluator, task, source: str):
     return evaluator.evaluate(task, Candidate.from_source(source, task=task.name, operator="inductor-seed"))
 
 
-def _capture_live(tmp_path, spec: str, overrides: dict, allow_ops: tuple[str, ...] = ()) -> InductorCapture:
-    """The task captured on the CPU in a process of its own, as the coverage run and a campaign capture it."""
+#: The tasks this module captures live, by the test that judges each: (spec, overrides, allow_ops).
+LIVE_CAPTURES: dict[str, list[tuple[str, dict, tuple[str, ...]]]] = {
+    "test_instancenorm_capture_keeps_the_channel_count_symbolic": [
+        ("L1/34", {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8}, ())],
+    "test_a_module_float_read_by_a_stateless_model_reaches_the_seed": [("L1/20", {"batch_size": 2, "dim": 8}, ())],
+    "test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed": [
+        ("L2/24", {"batch_size": 2, "in_channels": 3, "out_channels": 6, "D": 5, "H": 6, "W": 6}, ("convolution",))],
+    "test_a_max_pool1d_length_stays_symbolic": [
+        ("L1/41", {"batch_size": 2, "features": 4, "sequence_length": 64}, ())],
+    "test_a_gemm_whose_k_dwarfs_m_and_n_still_gets_a_template_main_path": [("L1/6", {"M": 16, "N": 16, "K": 1024}, ())],
+    "test_the_gemm_builds_are_the_first_variants_a_campaign_evaluates": [
+        ("L2/55", {"batch_size": 8, "in_features": 32, "out_features": 16}, ())],
+    "test_dropouts_seed_draw_is_no_vendor_call_and_the_task_starts_under_the_strict_rule": [
+        ("L2/66", {"batch_size": 8, "in_features": 32, "out_features": 16}, ())],
+    "test_a_transposed_convolution_task_starts_under_the_strict_rule": [
+        ("L1/79", {"batch_size": 1, "in_channels": 2, "out_channels": 3, "length": 7}, ())],
+    "test_convolution_tasks_start_under_the_strict_rule_as_window_gathers_and_gemms": [
+        ("L1/76", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "length": 40}, ()),
+        ("L1/82", {"batch_size": 2, "in_channels": 3, "width": 9, "height": 9}, ()),
+        ("L1/76", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "length": 40}, ("convolution",))],
+}
+
+_CAPTURE_EACH = """
+import json, sys, traceback
+from pathlib import Path
+
+from evoforge.mutators import inductor_seed
+
+for task, out, overrides, allow_ops in json.loads(sys.argv[1]):
+    try:
+        inductor_seed.main([task, "cpu", out, overrides, allow_ops])
+    except BaseException:
+        Path(out + ".error").write_text(traceback.format_exc())
+    import torch
+
+    torch._dynamo.reset()
+"""
+
+
+def _key(spec: str, overrides: dict, allow_ops: tuple[str, ...]) -> str:
+    return json.dumps([spec, overrides, list(allow_ops)], sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def live_capture(request, tmp_path_factory):
+    """The tasks captured on the CPU by ``python -m evoforge.mutators.inductor_seed``'s own ``main``, as the coverage
+    run and a campaign capture them, in a process apart from the tests: one process for the module's captures (those
+    of the tests selected), each after ``torch._dynamo.reset()``, not one each: every process paid torch's and
+    Inductor's imports again (about 7 s of each capture's 13 s). Returns ``capture(spec, overrides, allow_ops)``."""
     import subprocess
     import sys
 
     from evoforge.task import resolve_task_path
 
-    out = tmp_path / "capture.json"
-    subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_seed", str(resolve_task_path(spec)), "cpu",
-                    str(out), json.dumps(overrides), json.dumps(list(allow_ops))], check=True, capture_output=True,
-                   timeout=900)
-    return InductorCapture.from_json(out.read_text())
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    jobs = {_key(*job): job for name, listed in LIVE_CAPTURES.items() if name in selected for job in listed}
+    folder = tmp_path_factory.mktemp("captures")
+    outs = {key: folder / f"capture-{i}.json" for i, key in enumerate(jobs)}
+    args = [[str(resolve_task_path(spec)), str(outs[key]), json.dumps(overrides), json.dumps(list(allow_ops))]
+            for key, (spec, overrides, allow_ops) in jobs.items()]
+    proc = subprocess.run([sys.executable, "-c", _CAPTURE_EACH, json.dumps(args)], capture_output=True, text=True,
+                          timeout=900 * max(1, len(args)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def capture(spec: str, overrides: dict, allow_ops: tuple[str, ...] = ()) -> InductorCapture:
+        key = _key(spec, overrides, allow_ops)
+        assert key in outs, f"{key}: add it to LIVE_CAPTURES under the test that captures it"
+        failed = outs[key].with_name(outs[key].name + ".error")
+        assert not failed.exists(), failed.read_text()[-3000:]
+        return InductorCapture.from_json(outs[key].read_text())
+
+    return capture
 
 
 def test_relu_capture_becomes_a_tunable_standalone_candidate():
@@ -185,21 +245,21 @@ def test_plain_attributes_of_the_model_reach_the_seed(interpreter_evaluator):
     assert result.ok, result.message
 
 
-def test_instancenorm_capture_keeps_the_channel_count_symbolic(tmp_path, interpreter_evaluator):
+def test_instancenorm_capture_keeps_the_channel_count_symbolic(live_capture, interpreter_evaluator):
     """InstanceNorm2d compares the input's channel count to ``num_features`` (only to warn); dynamo guarded on it,
     so the channel count became a literal and the seed was wrong at the chain's odd size (on the H200: L1/34
     incorrect, 64 channels written where the odd size has 63). Captured here, live, as the coverage run does."""
     from evoforge.task import Task
 
     small = {"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8}
-    capture = _capture_live(tmp_path, "L1/34", small)
+    capture = live_capture("L1/34", small)
     assert "L['x'].size()[1]" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/34", overrides=small, shapes=[{"features": 3, "dim2": 5}])
     result = _judge(interpreter_evaluator, task, seed_from_capture(capture))
     assert result.ok, result.message
 
 
-def test_a_module_float_read_by_a_stateless_model_reaches_the_seed(tmp_path, interpreter_evaluator):
+def test_a_module_float_read_by_a_stateless_model_reaches_the_seed(live_capture, interpreter_evaluator):
     """LeakyReLU keeps ``negative_slope`` on a module with no parameters or buffers; the seed rebuilt the task's
     Model only where it had those, so the float Inductor reads was missing (on the H200: L1/20 and L1/36 raised
     AttributeError: 'ModelNew' object has no attribute 'negative_slope' / 'eps'). Captured live, as the coverage
@@ -207,7 +267,7 @@ def test_a_module_float_read_by_a_stateless_model_reaches_the_seed(tmp_path, int
     from evoforge.task import Task
 
     small = {"batch_size": 2, "dim": 8}
-    capture = _capture_live(tmp_path, "L1/20", small)
+    capture = live_capture("L1/20", small)
     assert "L['self'].negative_slope" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/20", overrides=small, shapes=[{"dim": 5}])
     result = _judge(interpreter_evaluator, task, seed_from_capture(capture))
@@ -228,7 +288,7 @@ def test_a_scan_kernels_combine_function_travels_with_it(interpreter_evaluator):
     assert result.ok, result.message
 
 
-def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(tmp_path, interpreter_evaluator):
+def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(live_capture, interpreter_evaluator):
     """Inductor's convolution lowering guards the weight's sizes to constants, so the kernels after the
     convolution were written for the captured channel count (on the H200, under the vendor rule, 10 of 25
     level-2 tasks failed the chain's odd sizes: L2/24 wrote 24 channels where the odd size has 23). The capture
@@ -236,7 +296,7 @@ def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(tmp_path, 
     from evoforge.task import Task
 
     small = {"batch_size": 2, "in_channels": 3, "out_channels": 6, "D": 5, "H": 6, "W": 6}
-    capture = _capture_live(tmp_path, "L2/24", small, allow_ops=("convolution",))
+    capture = live_capture("L2/24", small, allow_ops=("convolution",))
     assert not capture.gemm  # cuDNN allowed and kernels of Inductor's around it: no strict-rule build is made
     weight = [line for line in capture.output_code.splitlines() if "assert_size_stride(" in line and "(6, 3, 3, 3, 3)" in line]
     assert not weight, weight  # the weight's sizes are not literals where the graph takes its inputs
@@ -247,14 +307,14 @@ def test_a_convolutions_channel_counts_stay_symbolic_in_a_vendor_seed(tmp_path, 
     assert result.ok, result.message
 
 
-def test_a_max_pool1d_length_stays_symbolic(tmp_path, interpreter_evaluator):
+def test_a_max_pool1d_length_stays_symbolic(live_capture, interpreter_evaluator):
     """``torch.max_pool1d`` reads the input's length as a plain integer, so dynamo specialised it and the seed's
     output length was the captured one (on the H200: L1/41 one element too long at the chain's odd length). The
     capture pools in 2-D with a height of one, which keeps the length symbolic; captured live."""
     from evoforge.task import Task
 
     small = {"batch_size": 2, "features": 4, "sequence_length": 64}
-    capture = _capture_live(tmp_path, "L1/41", small)
+    capture = live_capture("L1/41", small)
     assert "L['x'].size()[2]" in capture.graph_inputs, capture.graph_inputs
     task = Task.load("L1/41", overrides=small, shapes=[{"sequence_length": 61}])
     result = _judge(interpreter_evaluator, task, seed_from_capture(capture))
@@ -597,7 +657,7 @@ def test_only_fp32_gemms_are_written_as_three_tf32_passes_and_the_templates_are_
     assert all(TritonTemplate.all_templates[name] is t for name, t in before.items())
 
 
-def test_a_gemm_whose_k_dwarfs_m_and_n_still_gets_a_template_main_path(tmp_path, interpreter_evaluator):
+def test_a_gemm_whose_k_dwarfs_m_and_n_still_gets_a_template_main_path(live_capture, interpreter_evaluator):
     """Where K is 32x M and N or more (L1/6), Inductor offers its decompose-K choice instead of the GEMM template
     and, on this machine, no choice at all: the GEMM build is made once more with the template offered, so the
     strict seed has its main shape's tuned path (before: the shape-generic kernels alone, Inductor's launch written
@@ -605,7 +665,7 @@ def test_a_gemm_whose_k_dwarfs_m_and_n_still_gets_a_template_main_path(tmp_path,
     from evoforge.task import Task
 
     small = {"M": 16, "N": 16, "K": 1024}
-    capture = _capture_live(tmp_path, "L1/6", small)
+    capture = live_capture("L1/6", small)
     assert "triton-gemm" in [v["name"] for v in capture.variants], capture.variants
     source = seed_from_capture(capture)
     assert "def forward_main_shape" in source and "torch.mm" not in source
@@ -638,16 +698,16 @@ def test_split_k_starts_where_the_output_tiles_leave_the_gpu_idle_and_never_afte
     assert "SPLIT_K" not in declared_space(fused)[0] and "atomic_add" not in fused
 
 
-def test_the_gemm_builds_are_the_first_variants_a_campaign_evaluates(tmp_path):
+def test_the_gemm_builds_are_the_first_variants_a_campaign_evaluates(live_capture):
     """A task with a GEMM and a reduction has variants of both kinds; the GEMM builds come first, as a campaign
     evaluates them in the capture's order (on the H200 a 3.5-minute campaign of ten tasks made three evaluations
     each, and on L2/55 and L2/84 the reduction variants took them: the GEMM build, 1.6x elsewhere, never ran)."""
-    capture = _capture_live(tmp_path, "L2/55", {"batch_size": 8, "in_features": 32, "out_features": 16})
+    capture = live_capture("L2/55", {"batch_size": 8, "in_features": 32, "out_features": 16})
     names = [v["name"] for v in capture.variants]
     assert names[:2] == ["triton-gemm", "triton-gemm-exact-tiles"] and len(names) > 2, names
 
 
-def test_dropouts_seed_draw_is_no_vendor_call_and_the_task_starts_under_the_strict_rule(tmp_path, interpreter_evaluator):
+def test_dropouts_seed_draw_is_no_vendor_call_and_the_task_starts_under_the_strict_rule(live_capture, interpreter_evaluator):
     """L2/66 (Matmul, Dropout, Softmax): Inductor draws its dropout's seed with ``aten.randint.low_out`` from torch's
     generator; that draw was taken for a vendor call, so the task had no seed under the strict rule (nor under the
     issue-R sample's vendor rule of GEMM and convolution ops). It is no compute: the seed keeps it and passes the
@@ -655,7 +715,7 @@ def test_dropouts_seed_draw_is_no_vendor_call_and_the_task_starts_under_the_stri
     from evoforge.task import Task
 
     small = {"batch_size": 8, "in_features": 32, "out_features": 16}
-    capture = _capture_live(tmp_path, "L2/66", small)
+    capture = live_capture("L2/66", small)
     assert "randint" in capture.output_code
     source = seed_from_capture(capture)
     assert "torch.ops.aten.randint.low_out" in source and "torch.addmm" not in source
@@ -762,14 +822,14 @@ def test_a_strided_transposed_convolution_multiplies_no_inserted_zero():
     assert ours.get_total_flops() <= 1.5 * torchs.get_total_flops()
 
 
-def test_a_transposed_convolution_task_starts_under_the_strict_rule(tmp_path, interpreter_evaluator):
+def test_a_transposed_convolution_task_starts_under_the_strict_rule(live_capture, interpreter_evaluator):
     """A transposed convolution (Inductor has no Triton for it: cuDNN's, under every build) starts under the strict
     rule from the gather form: captured live and judged by the chain, odd shapes included. L1/79: 1-D, strided,
     padded and dilated."""
     from evoforge.task import Task
 
     small = {"batch_size": 1, "in_channels": 2, "out_channels": 3, "length": 7}  # small: the capture autotunes
-    capture = _capture_live(tmp_path, "L1/79", small)
+    capture = live_capture("L1/79", small)
     with pytest.raises(NoInductorSeed, match="convolution|library calls only"):  # the default: cuDNN
         _seed(capture)
     source = seed_from_capture(capture)
@@ -778,7 +838,7 @@ def test_a_transposed_convolution_task_starts_under_the_strict_rule(tmp_path, in
     assert result.ok, result.message
 
 
-def test_convolution_tasks_start_under_the_strict_rule_as_window_gathers_and_gemms(tmp_path, interpreter_evaluator):
+def test_convolution_tasks_start_under_the_strict_rule_as_window_gathers_and_gemms(live_capture, interpreter_evaluator):
     """Where Inductor calls cuDNN for a convolution, the strict rule's build decomposes it into Inductor's Triton:
     each output's input window gathered, then its GEMM template. Before, no convolution task had a seed under the
     strict rule (issue U). Captured live, judged by the chain (odd shapes included): a dilated, strided 1-D
@@ -787,9 +847,7 @@ def test_convolution_tasks_start_under_the_strict_rule_as_window_gathers_and_gem
 
     for spec, small in (("L1/76", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "length": 40}),
                         ("L1/82", {"batch_size": 2, "in_channels": 3, "width": 9, "height": 9})):
-        folder = tmp_path / spec.replace("/", "_")
-        folder.mkdir()
-        capture = _capture_live(folder, spec, small)
+        capture = live_capture(spec, small)
         assert "convolution" in capture.output_code
         with pytest.raises(NoInductorSeed, match="convolution|library calls only"):  # the default: cuDNN
             _seed(capture)
@@ -799,8 +857,6 @@ def test_convolution_tasks_start_under_the_strict_rule_as_window_gathers_and_gem
         assert result.ok, (spec, result.message)
     # With cuDNN's convolution allowed, a task that is one convolution (Inductor writes no kernel of its own
     # around it) starts from the same build: there is no other.
-    folder = tmp_path / "vendor"
-    folder.mkdir()
-    allowed = _capture_live(folder, "L1/76", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "length": 40},
-                            allow_ops=("convolution",))
+    allowed = live_capture("L1/76", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "length": 40},
+                           allow_ops=("convolution",))
     assert allowed.gemm and "torch.convolution" not in seed_from_capture(allowed, allow_ops=("convolution",))
