@@ -60,17 +60,10 @@ print("templates ok")
 '''
 
 
-def test_templates_compute_the_right_function_in_every_form(tmp_path: Path) -> None:
+def test_templates_compute_the_right_function_in_every_form(interpreter_checks) -> None:
     """Each structural switch the rule operators flip (GROUP_M, PERSISTENT, INPUT_PRECISION, LOOPED) keeps the
     result right, at sizes that are not multiples of the tiles."""
-    folder = REPO / "knowledge" / "templates"
-    script = tmp_path / "run_templates.py"
-    script.write_text(RUN)
-    proc = subprocess.run([sys.executable, str(script), str(folder / "matmul_grouped.py"),
-                           str(folder / "softmax_rows.py")], capture_output=True, text=True, timeout=240,
-                          env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "templates ok" in proc.stdout
+    assert interpreter_checks.get("'forms'") == "ok", interpreter_checks.get("'forms'")
 
 
 # ---- index.yaml: every listed template through the verification chain
@@ -169,14 +162,22 @@ MOMENTA = (0.1, None)
 
 
 @pytest.fixture(scope="module")
-def batchnorm_train_checks() -> dict[str, str]:
-    """Every momentum's check, in one fresh interpreter-mode process (one start-up of torch and Triton, not one
-    per momentum): momentum -> "ok" or the failure it raised."""
-    code = ("import traceback\n"
+def interpreter_checks(tmp_path_factory) -> dict[str, str]:
+    """The checks that need a fresh interpreter-mode process, in one (one start-up of torch and Triton, not one per
+    check): every momentum's batch-norm check, and ``'forms'``, the templates in every form (``RUN`` on the GEMM
+    and softmax templates, run as its own script): check -> "ok" or the failure it raised."""
+    script = tmp_path_factory.mktemp("templates") / "run_templates.py"
+    script.write_text(RUN)
+    folder = REPO / "knowledge" / "templates"
+    argv = [str(script), str(folder / "matmul_grouped.py"), str(folder / "softmax_rows.py")]
+    code = ("import runpy, sys, traceback\n"
             "from tests.knowledge.test_templates import MOMENTA, _batchnorm_train_check\n"
-            "for m in MOMENTA:\n"
+            "def forms():\n"
+            f"    sys.argv = {argv!r}\n"
+            "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+            "for m, check in [*((m, lambda m=m: _batchnorm_train_check(m)) for m in MOMENTA), ('forms', forms)]:\n"
             "    try:\n"
-            "        _batchnorm_train_check(m)\n"
+            "        check()\n"
             "        print(f'RESULT {m!r} ok', flush=True)\n"
             "    except Exception:\n"
             "        print(f'RESULT {m!r} ' + traceback.format_exc().replace(chr(10), ' | '), flush=True)\n")
@@ -188,9 +189,9 @@ def batchnorm_train_checks() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("momentum", MOMENTA)
-def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum, batchnorm_train_checks):
+def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum, interpreter_checks):
     """The training path (batch stats, running-stat update), checked against nn.BatchNorm2d directly."""
-    assert batchnorm_train_checks.get(repr(momentum)) == "ok", batchnorm_train_checks.get(repr(momentum))
+    assert interpreter_checks.get(repr(momentum)) == "ok", interpreter_checks.get(repr(momentum))
 
 
 @pytest.mark.parametrize("file_name", sorted(INDEX))
