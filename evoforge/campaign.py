@@ -133,11 +133,11 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         assert self.store is not None
         closed = self.store.close_interrupted()
         restored = 0
+        marks = ("no_child", "ticket", "reply_problem")  # what a child carries in its trial, not in its file
         for name, state in self.tasks.items():
-            for stored in self.store.load(name):
+            for stored in self.store.load(name, user_keys=marks):  # a trial's other attributes are not read
                 candidate = stored.candidate
-                kept = {k: stored.user_attrs[k] for k in ("no_child", "ticket", "reply_problem")
-                        if k in stored.user_attrs}
+                kept = {k: stored.user_attrs[k] for k in marks if k in stored.user_attrs}
                 if kept:  # a no-child is recorded under its parent's id: its own marks live in the trial
                     candidate = replace(candidate, meta={**candidate.meta, **kept})
                 self._absorb(state, candidate, stored.result, record=False)
@@ -360,9 +360,9 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         owns the study: the dashboard only reads. Needs the optional optuna-dashboard package."""
         try:
             from evoforge.dashboard import annotate
-            from evoforge.report import open_run
+            from evoforge.report import SHOWN_COLUMNS, open_run
 
-            annotate(open_run(self.run_dir))
+            annotate(open_run(self.run_dir, columns=SHOWN_COLUMNS))  # what the notes show, not every attribute
         except ImportError:
             return
         except Exception as e:  # a note is a courtesy: it never costs the campaign its summary

@@ -6,6 +6,7 @@ Every strategy passes tests/search/test_conformance.py; every store passes tests
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -88,6 +89,6 @@ class Store(Protocol):
                extra_attrs: dict[str, Any] | None = None, started_at: float | None = None,
                finished_at: float | None = None) -> int: ...
 
-    def load(self, task_name: str) -> list[StoredTrial]: ...
+    def load(self, task_name: str, *, user_keys: Collection[str] | None = None) -> list[StoredTrial]: ...
 
     def close_interrupted(self) -> int: ...
