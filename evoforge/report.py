@@ -36,8 +36,11 @@ TRIAL_COLUMNS = ("number", "state", "value", "status", "message", "operator", "s
                  "timing_representative", "backend", "arch", "eval_s", "cached", "params", "wall_time_s",
                  "evaluation", "worker", "model", "prompt_tokens", "completion_tokens", "cost_usd")
 
-# The user attributes the report and the dashboard's notes show (a trial's ``message``, up to 4 KB, is not).
-SHOWN_COLUMNS = tuple(c for c in TRIAL_COLUMNS if c not in ("number", "state", "value", "message"))
+# The user attributes the report and the dashboard's notes read (the rest of TRIAL_COLUMNS stays None in their
+# tables): a trial's message (up to 4 KB), parameters and lineage are read from its candidate where shown.
+SHOWN_COLUMNS = ("status", "operator", "candidate_id", "runtime_ms", "ref_ms", "speedup", "pct_of_floor",
+                 "below_floor", "timing_representative", "wall_time_s", "prompt_tokens", "completion_tokens")
+STATUS_ROWS = 40  # tasks drawn in the outcomes figure; the table beside it lists every task
 
 STATUS_COLOURS = {"ok": "#2e7d32", "incorrect": "#c62828", "compile_error": "#ef6c00", "runtime_error": "#f9a825",
                   "rejected": "#6a1b9a", "invalid": "#546e7a", "timeout": "#1565c0", "crashed": "#000000"}
@@ -506,7 +509,11 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None) -> 
         counts = counts[order].reindex(list(run.trials)).fillna(0).astype(int)
         counts.columns.name = None
         body.append(_table(counts.reset_index()))
-        body.append(_figure(plot_statuses(counts, out), "evaluations per status per task"))
+        drawn = counts.loc[counts.sum(axis=1).sort_values(ascending=False, kind="stable").index[:STATUS_ROWS]]
+        if len(drawn) < len(counts):  # a bar per task of a thousand-task campaign is an unreadable figure
+            body.append(f'<p class="meta">The figure draws the {len(drawn)} tasks with the most evaluations of '
+                        f"{len(counts)}; the table above lists every task.</p>")
+        body.append(_figure(plot_statuses(drawn, out), "evaluations per status per task"))
     else:
         body.append("<p>No evaluation recorded yet.</p>")
 

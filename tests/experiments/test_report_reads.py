@@ -51,3 +51,13 @@ def test_every_column_is_there_when_all_are_asked_for(counted_run: Path) -> None
     df = run.trials["t2"]
     assert df["attr_29"].tolist() == [29] * TRIALS and df["versions"].tolist()[0] == {}
     assert df.loc[3, "status"] == "incorrect" and df.loc[3, "value"] != df.loc[3, "value"]  # NaN, never 0
+
+
+def test_the_outcomes_figure_of_many_tasks_draws_the_busiest_and_says_so(counted_run: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from evoforge import report
+
+    monkeypatch.setattr(report, "STATUS_ROWS", 3)
+    page = report.write_run_report(counted_run).read_text()
+    assert f"draws the 3 tasks with the most evaluations of {TASKS}" in page
+    assert all(f"<td>t{t}</td>" in page for t in range(TASKS))  # the table keeps every task
