@@ -13,6 +13,7 @@ knowledge base, the cache and the record.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -52,6 +53,9 @@ def arch_of_gpu(gpu: str) -> str:
     return "unknown"
 
 
+_LOADED: dict[tuple[str, int, int], tuple[Landscape, bool]] = {}  # (file, mtime, size) -> (read, names its kernel)
+
+
 @dataclass(frozen=True)
 class Landscape:
     """A whole recorded parameter space: ``space`` (param -> values) and one row per config."""
@@ -67,8 +71,36 @@ class Landscape:
 
     @classmethod
     def load(cls, path: str | Path) -> Landscape:
-        """Read a landscape file; a missing or malformed file is a UsageError naming it."""
+        """Read a landscape file; a missing or malformed file is a UsageError naming it.
+
+        A file already read by this process (the same contents under any link to it: scale_bench's hundred tasks
+        share seven files) is not parsed and indexed again: 200 loads were a fifth of a 10k-trial resume's start.
+        """
         p = Path(path)
+        try:
+            stat = p.stat()
+            key = (str(p.resolve()), stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            key = None
+        if key is not None and key in _LOADED:
+            loaded, named = _LOADED[key]
+            return loaded if loaded.path == str(p) else loaded._under(p, named)
+        landscape = cls._read(p)
+        if key is not None:
+            _LOADED[key] = (landscape, "kernel" in landscape.meta)
+        return landscape
+
+    def _under(self, p: Path, named: bool) -> Landscape:
+        """This landscape as read from ``p`` (a link to its file): its indexes shared, its path and (where the
+        file names none) its kernel the link's."""
+        other = copy.copy(self)
+        object.__setattr__(other, "path", str(p))
+        if not named:
+            object.__setattr__(other, "kernel", p.stem)
+        return other
+
+    @classmethod
+    def _read(cls, p: Path) -> Landscape:
         try:
             data = json.loads(p.read_text())
         except FileNotFoundError:

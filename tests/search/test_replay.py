@@ -100,3 +100,29 @@ def test_a_config_the_recording_measured_as_its_twin_is_answered_from_the_twin(t
     path.write_text(json.dumps({"kernel": "k", "dtype": "torch.float32", "gpu": "NVIDIA H200", "space": space,
                                 "rows": rows}))
     assert not Landscape.load(path).holds(twin)
+
+
+def test_a_landscape_read_again_through_another_link_is_not_parsed_again(tmp_path, monkeypatch) -> None:
+    from pathlib import Path
+
+    source = Path(__file__).parent / "landscapes" / "softmax_fp16_32768x1024.json"
+    links = []
+    for i in range(3):
+        link = tmp_path / f"softmax-{i}.json"
+        link.symlink_to(source)
+        links.append(link)
+    reads = 0
+    real = Landscape._read.__func__
+
+    def counted(cls, p):  # type: ignore[no-untyped-def]
+        nonlocal reads
+        reads += 1
+        return real(cls, p)
+
+    monkeypatch.setattr(Landscape, "_read", classmethod(counted))
+    first, *others = [Landscape.load(link) for link in links]
+    assert reads <= 1  # (none where an earlier test of this process read the file)
+    assert [o.path for o in others] == [str(links[1]), str(links[2])]
+    assert all(o.rows is first.rows and o.kernel == first.kernel for o in others)  # the file names its kernel
+    config = dict(zip(first.space, (v[0] for v in first.space.values()), strict=True))
+    assert others[1]._row(config) is first._row(config)
