@@ -396,9 +396,11 @@ def _campaign_config(config: ConfigLike | None, resume: str | Path | None,
 
 
 def _as_dict(config: CampaignConfig) -> dict[str, Any]:
+    """The TOML structure of a config: its sections (``config.SECTIONS``) beside ``[campaign]``."""
+    from evoforge.config import SECTIONS
+
     d = config.to_dict()
-    return {"campaign": {k: v for k, v in d.items() if k not in ("tasks", "llm")}, "tasks": d["tasks"],
-            "llm": d["llm"]}
+    return {"campaign": {k: v for k, v in d.items() if k not in SECTIONS}, **{k: d[k] for k in SECTIONS if k in d}}
 
 
 _STARTER: concurrent.futures.ThreadPoolExecutor | None = None
