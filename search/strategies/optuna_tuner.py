@@ -59,8 +59,10 @@ class OptunaTuner:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.space = space
         self._rng = np.random.default_rng(seed)
-        self.study = optuna.create_study(direction="minimize",
-                                         sampler=make_sampler(sampler, seed=seed, n_startup_trials=n_startup_trials))
+        self._study = optuna.create_study(direction="minimize",
+                                          sampler=make_sampler(sampler, seed=seed, n_startup_trials=n_startup_trials))
+        # told before any ask, (config, value, violation): added to the study when it is next read
+        self._backlog: list[tuple[tuple[int, ...], float | None, float | None]] = []
         self._dims = [d for d, n in enumerate(space.sizes) if n > 1]  # constant dimensions are not sampled
         self._dists: dict[str, BaseDistribution] = {
             space.names[d]: (IntDistribution(0, space.sizes[d] - 1) if space.ordinal[d]
@@ -72,6 +74,16 @@ class OptunaTuner:
         self.seen: set[tuple[int, ...]] = set()  # proposed or told, by anyone
         self._worst_ok: float | None = None
         self._constraints = sampler != "cmaes"  # CMA-ES reads only the penalty value (and warns on constraints)
+
+    @property
+    def study(self) -> optuna.Study:
+        """The sampler's study, holding every result told so far. Results told before this tuner was ever asked (a
+        resume replaying a thousand tasks' records) enter it here, at its first read: a resume reaches its first
+        proposal without building every task's study, and each task pays for its own when it is next tuned."""
+        if self._backlog:
+            backlog, self._backlog = self._backlog, []
+            self._study.add_trials([self._frozen(*told) for told in backlog])
+        return self._study
 
     # --- the sampler's view -------------------------------------------------------------------------------
     def _idx_of_trial(self, trial: Trial) -> tuple[int, ...]:
@@ -162,20 +174,22 @@ class OptunaTuner:
     def _finish(self, idx: tuple[int, ...], trial: Trial | None, value: float | None, violation: float | None,
                 ) -> None:
         """The study's trial of ``idx`` finished: COMPLETE with ``value`` (and the failure constraint), or FAIL."""
-        constrained = self._constraints and value is not None
         if trial is not None:
             if value is None:
                 self.study.tell(trial, state=TrialState.FAIL)
                 return
-            if constrained:
+            if self._constraints:
                 trial.set_constraint(FAILURE_CONSTRAINT, violation)
             self.study.tell(trial, value)
             return
+        self._backlog.append((idx, value, violation))
+
+    def _frozen(self, idx: tuple[int, ...], value: float | None, violation: float | None) -> optuna.trial.FrozenTrial:
         params = self._trial_params(idx)
-        self.study.add_trial(optuna.trial.create_trial(
+        return optuna.trial.create_trial(
             state=TrialState.FAIL if value is None else TrialState.COMPLETE, value=value, params=params,
             distributions={k: self._dists[k] for k in params},
-            constraints={FAILURE_CONSTRAINT: violation} if constrained else None))
+            constraints={FAILURE_CONSTRAINT: violation} if self._constraints and value is not None else None)
 
     def nearest_unseen(self, idx: Sequence[int]) -> tuple[int, ...] | None:
         """The unseen config closest to ``idx`` (ties broken at random): a duplicate's stand-in."""

@@ -136,12 +136,23 @@ class ParamSpace:
         if not self.names:
             return 0.0
         total = 0.0
-        for d, (i, j, n) in enumerate(zip(a, b, self.sizes, strict=True)):
-            if self.ordinal[d]:
-                total += abs(i - j) / (n - 1) if n > 1 else 0.0
-            else:
+        for i, j, gaps in zip(a, b, self._gaps, strict=True):
+            if gaps is None:
                 total += float(i != j)
-        return total / self.dims
+            elif gaps:
+                total += abs(i - j) / gaps
+        return total / len(self.names)
+
+    @property
+    def _gaps(self) -> tuple[int | None, ...]:
+        """Per dimension, the index gap across it (n - 1; 0 for a single value) on an ordinal one, None on a
+        categorical one: an island's trim measures every pair of its members, a resume trims on every result it
+        replays, and ``sizes`` is a new tuple on every call."""
+        cached = self.__dict__.get("_gaps_cache")
+        if cached is None:
+            cached = tuple(max(n - 1, 0) if o else None for n, o in zip(self.sizes, self.ordinal, strict=True))
+            object.__setattr__(self, "_gaps_cache", cached)
+        return cached
 
 
 def _fast_key(value: Any) -> Any:

@@ -32,6 +32,7 @@ def test_a_replayed_record_asks_the_sampler_nothing(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(tuner.study, "ask", counted)
     configs = _told(tuner, 30)
     assert asks == 0
+    assert len(tuner._study.get_trials(deepcopy=False)) == 0  # nothing built until the study is read (a first ask)
     trials = tuner.study.get_trials(deepcopy=False)
     assert len(trials) == 30 and set(configs) <= tuner.seen
     ok, penalized, unpenalized = trials[0], trials[4], trials[9]
