@@ -1,0 +1,44 @@
+"""experiments/benchmarks/holdout_report.py: issue T's floor verdict per landscape, each half apart."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "benchmarks" / "holdout_report.py"
+
+
+@pytest.fixture(scope="module")
+def report():
+    spec = importlib.util.spec_from_file_location("holdout_report_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(landscape: str, strategy: str, p: tuple[float, float, float], **extra) -> dict:
+    return {"landscape": landscape + ".json", "strategy": strategy, "batch": 1, "configs": 10, "repeats": 100,
+            "at": {n: {"p_within_2pct": v} for n, v in zip(("20", "30", "50"), p, strict=True)}, **extra}
+
+
+def _rows(name: str, default: tuple, tpe: tuple) -> list[dict]:
+    return [_row(name, "default", (0.0, 0.0, 0.0)), _row(name, "default", default, kb=True),
+            _row(name, "bayes", tpe), _row(name, "bayes:cmaes", (0.1, 0.1, 0.1)),
+            _row(name, "evolution", (0.2, 0.2, 0.2)), _row(name, "random", (0.1, 0.2, 0.3))]
+
+
+def test_the_floor_fails_where_the_default_is_more_than_the_slack_below_the_best_sampler(report) -> None:
+    run = {"meta": {"commit": "abc"}, "results": _rows("a", (0.90, 0.97, 1.0), (0.92, 0.99, 1.0))
+           + _rows("b", (0.80, 0.97, 1.0), (0.92, 0.99, 1.0))}
+    out = report.build(run, {"design": ["a"], "held_out": ["b"]}, None)
+    a, b = out["landscapes"]["a"], out["landscapes"]["b"]
+    assert a["kb"] and a["default"]["20"] == 0.90  # the campaign's default: the knowledge-base row
+    assert a["floor"] and not b["floor"] and b["floor_holds"] == {"20": False, "30": True, "50": True}
+    assert b["best_floor_by"]["20"] == "TPE"
+    assert out["halves"] == {"design": ["a"], "held_out": ["b"], "earlier": []}
+    text = report.render({**out, "meta": {"holdout": "h.json", "holdout_date": "d", "run": "r", "command": "c"}})
+    assert "## Held-out half" in text and "| b | 100, kb | 0.80! / 0.97 / 1.00 |" in text
