@@ -323,13 +323,20 @@ class OptunaStore:
 
     def study(self, task_name: str, *, note: str = "") -> optuna.Study:
         if task_name not in self._studies:
-            study = optuna.create_study(study_name=self.study_name(task_name), storage=self.storage,
-                                        direction="maximize", load_if_exists=True)
-            with warnings.catch_warnings():  # "experimental" on every run: noise around a one-line error
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                study.set_metric_names(["speedup"])
-            study.set_user_attr("campaign", self.campaign)
-            study.set_user_attr("task", task_name)
+            try:  # Optuna's load_if_exists tries the insert first: a resume would write for each of its tasks
+                study = optuna.load_study(study_name=self.study_name(task_name), storage=self.storage)
+            except KeyError:
+                study = optuna.create_study(study_name=self.study_name(task_name), storage=self.storage,
+                                            direction="maximize", load_if_exists=True)
+            # A resumed study has them already: read, not written again (three commits a task, a thousand tasks)
+            if study.metric_names != ["speedup"]:
+                with warnings.catch_warnings():  # "experimental" on every run: noise around a one-line error
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    study.set_metric_names(["speedup"])
+            held = study.user_attrs
+            for key, value in (("campaign", self.campaign), ("task", task_name)):
+                if held.get(key) != value:
+                    study.set_user_attr(key, value)
             self._studies[task_name] = study
         return self._studies[task_name]
 

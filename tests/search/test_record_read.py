@@ -85,3 +85,14 @@ def test_a_resume_finds_trials_left_running_in_one_look_over_every_study(tmp_pat
     study = optuna.load_study(study_name="c/t4", storage=store.storage)
     left = study.get_trials(deepcopy=False)[-1]
     assert left.state == optuna.trial.TrialState.FAIL and left.user_attrs["status"] == "crashed"
+
+
+def test_a_resumed_study_is_opened_without_writing(tmp_path: Path) -> None:
+    _recorded(tmp_path, tasks=1, trials=2)
+    again = OptunaStore(run_dir=tmp_path, campaign="c")
+    writes: list[str] = []
+    sqlalchemy.event.listen(again.storage.engine, "before_cursor_execute",
+                            lambda _c, _cur, sql, *_: writes.append(sql) if sql.lstrip()[:6].upper() in (
+                                "INSERT", "UPDATE", "DELETE") else None)
+    study = again.study("t0")
+    assert writes == [] and study.metric_names == ["speedup"] and study.user_attrs["task"] == "t0"
