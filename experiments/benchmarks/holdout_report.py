@@ -1,6 +1,6 @@
 """Issue T's figures split by the held-out file: design half, held-out half, and the landscapes of neither.
 
-    .venv/bin/python experiments/benchmarks/holdout_report.py RUN.json [--earlier search_bench.json] \
+    .venv/bin/python experiments/benchmarks/holdout_report.py RUN.json [RUN2.json ...] [--earlier search_bench.json] \
         [--holdout experiments/results/search/landscapes/holdout_2026-12-03.json] --out STEM [--command "..."]
 
 Reads a ``search_bench.py`` run (``--floor`` rows are enough) and writes STEM.md and STEM.json: per landscape the
@@ -107,6 +107,35 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def pool(runs: list[dict]) -> dict:
+    """Runs of disjoint seeds as one: each row's P is the share over every seed of the runs that measured it (a
+    run of seeds 0..99 and one of 100..199 make the run of 200 repeats, seed for seed)."""
+    if len(runs) == 1:
+        return runs[0]
+    spans = sorted((r["meta"].get("seed", 0), r["meta"].get("seed", 0) + r["meta"]["repeats"]) for r in runs)
+    if any(a[1] > b[0] for a, b in zip(spans, spans[1:], strict=False)):
+        raise SystemExit(f"runs of overlapping seeds {spans}: pool only runs of disjoint seeds (search_bench.py --seed)")
+    rows: dict[tuple, dict] = {}
+    for run in runs:
+        for r in run["results"]:
+            key = (r["landscape"], r["strategy"], r["batch"], bool(r.get("kb")))
+            r = {"commit": run["meta"].get("commit"), **r}
+            if key not in rows:
+                rows[key] = {**r, "at": {n: dict(v) for n, v in r["at"].items()}}
+                continue
+            have, n_have = rows[key], rows[key]["repeats"]
+            for n in CHECKPOINTS:
+                have["at"][n] = {"p_within_2pct": (have["at"][n]["p_within_2pct"] * n_have
+                                                   + r["at"][n]["p_within_2pct"] * r["repeats"]) / (n_have + r["repeats"])}
+            have["repeats"] = n_have + r["repeats"]
+            if have.get("commit") != r.get("commit"):
+                have["commit"] = f"{have.get('commit')}+{r.get('commit')}"
+    meta = {**runs[0]["meta"], "repeats": sum(r["meta"]["repeats"] for r in runs), "seed": spans[0][0],
+            "pooled": [f"seeds {a}..{b - 1}: {run['meta'].get('date')}" for (a, b), run in zip(
+                spans, sorted(runs, key=lambda r: r["meta"].get("seed", 0)), strict=True)]}
+    return {"meta": meta, "results": list(rows.values())}
+
+
 def build(run: dict, holdout: dict, earlier: dict | None) -> dict:
     by: dict[str, list[dict]] = {}
     for r in run["results"]:
@@ -129,7 +158,7 @@ def build(run: dict, holdout: dict, earlier: dict | None) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run", type=Path)
+    ap.add_argument("run", type=Path, nargs="+", help="search_bench.json of one run, or of runs of disjoint seeds")
     ap.add_argument("--earlier", type=Path)
     ap.add_argument("--holdout", type=Path, default=Path(__file__).resolve().parents[1] / "results" / "search"
                     / "landscapes" / "holdout_2026-12-03.json")
@@ -137,14 +166,14 @@ def main() -> int:
     ap.add_argument("--command", default="", help="the command that produced RUN, quoted in the report")
     ap.add_argument("--note", default="", help="a paragraph for the report (what was run where, what was not)")
     args = ap.parse_args()
-    run = json.loads(args.run.read_text())
+    run = pool([json.loads(p.read_text()) for p in args.run])
     holdout = json.loads(args.holdout.read_text())
     earlier = json.loads(args.earlier.read_text()) if args.earlier else None
     report = build(run, holdout, earlier)
     report["meta"] = {"holdout": str(args.holdout.name), "holdout_date": holdout["date"], "command": args.command,
                       "note": args.note, "earlier": str(args.earlier) if args.earlier else None,
                       "run": ", ".join(f"{k} {v}" for k, v in run["meta"].items()
-                                       if k in ("date", "commit", "repeats", "machine", "python", "optuna", "cmaes"))}
+                                       if k in ("date", "commit", "repeats", "pooled", "machine", "python", "optuna", "cmaes"))}
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(render(report))
     print(render(report))

@@ -47,13 +47,13 @@ def default_landscapes() -> list[Path]:
     return [p for p in SHARED if p.is_file()] + sorted(COMMITTED.glob("*.json"))
 
 
-def _cell(args: tuple[str, str, int, bool, int, str]) -> dict:
+def _cell(args: tuple[str, str, int, bool, int, str, int]) -> dict:
     from evoforge.search.bench import search_bench
 
-    path, strategy, batch, kb, repeats, commit = args
+    path, strategy, batch, kb, repeats, commit, seed = args
     t0 = time.perf_counter()
     res = search_bench(path, budget=BUDGET, repeats=repeats, strategy=strategy, batch=batch, baseline=None,
-                       checkpoints=CHECKPOINTS, kb=kb)
+                       checkpoints=CHECKPOINTS, kb=kb, seed=seed)
     res["wall_s"] = round(time.perf_counter() - t0, 1)
     res["commit"] = commit  # the checkout's commit when the run started: later commits do not relabel it
     return res
@@ -108,13 +108,13 @@ def _p(res: dict, budget: int) -> float:
 
 
 def render(meta: dict, results: list[dict], kinds: dict[str, str]) -> str:
-    repeats = meta["repeats"]
+    repeats, first = meta["repeats"], meta.get("seed", 0)
     lines = ["# Search strategies on tuning landscapes", "",
              "CPU replays of tuning landscapes (`backends/replay.py`); no GPU ran for this table. Recorded landscapes "
              "hold timings measured on a GPU; derived ones (`experiments/benchmarks/derive_landscapes.py`) are the "
              "recorded bf16 GEMM landscape with a numerics choice added whose times are stated factors of recorded "
              "ones: stand-ins, not measurements.", "",
-             f"P@n: share of {repeats} repeats (seeds 0..{repeats - 1}) whose best correct config after n evaluations "
+             f"P@n: share of {repeats} repeats (seeds {first}..{first + repeats - 1}) whose best correct config after n evaluations "
              "is within 2% of the exhaustive best (the fastest correct config in the file); median@30: median of best "
              "found / exhaustive best after 30. Batch 4: four proposals in flight, finishing in random order. One "
              f"{BUDGET}-evaluation search per seed, read after 20, 30 and 50.", "",
@@ -235,6 +235,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("landscapes", nargs="*", type=Path)
     ap.add_argument("--repeats", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0,
+                    help="the first repeat's seed (default 0): seeds SEED..SEED+repeats-1, so runs of disjoint seeds "
+                         "pool into one of more repeats (holdout_report.py pools them)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "search")
     ap.add_argument("--only", action="append", default=[], metavar="STRATEGY",
@@ -295,7 +298,7 @@ def main() -> int:
     have = {(r["landscape"], r["strategy"], r["batch"], bool(r.get("kb"))) for r in kept}
     commit = _commit()
     says = {p: _has_unsafe(p) for p in landscapes}
-    cells = [(str(p), s, b, kb, args.repeats, commit) for p in landscapes for s, b, kb in STRATEGIES
+    cells = [(str(p), s, b, kb, args.repeats, commit, args.seed) for p in landscapes for s, b, kb in STRATEGIES
              if (not kb or says[p]) and (kb if args.only_kb else
                                          wanted((p.name, s, b, kb), have, only=args.only, new=args.new))
              and (not args.floor or floor_row(s, b, kb, says_anything=says[p]))]
@@ -313,7 +316,8 @@ def main() -> int:
     results = sorted(kept + fresh, key=lambda r: (names.index(r["landscape"]), rank.get(
         (r["strategy"], r["batch"], bool(r.get("kb"))), len(rank))))
     meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "budget": BUDGET,
-            "checkpoints": list(CHECKPOINTS), "repeats": args.repeats, "commit": commit, **_versions()}
+            "checkpoints": list(CHECKPOINTS), "repeats": args.repeats, "seed": args.seed, "commit": commit,
+            **_versions()}
     if args.floor:
         meta["floor"] = True
     if earlier is not None:

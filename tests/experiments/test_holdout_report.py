@@ -42,3 +42,14 @@ def test_the_floor_fails_where_the_default_is_more_than_the_slack_below_the_best
     assert out["halves"] == {"design": ["a"], "held_out": ["b"], "earlier": []}
     text = report.render({**out, "meta": {"holdout": "h.json", "holdout_date": "d", "run": "r", "command": "c"}})
     assert "## Held-out half" in text and "| b | 100, kb | 0.80! / 0.97 / 1.00 |" in text
+
+
+def test_runs_of_disjoint_seeds_pool_into_one_of_their_repeats_and_overlapping_ones_are_refused(report) -> None:
+    a = {"meta": {"seed": 0, "repeats": 100, "commit": "abc"}, "results": _rows("x", (0.8, 0.9, 1.0), (0.9, 0.9, 1.0))}
+    b = {"meta": {"seed": 100, "repeats": 100, "commit": "abc"}, "results": _rows("x", (0.9, 1.0, 1.0), (0.9, 0.9, 1.0))}
+    pooled = report.pool([b, a])
+    row = next(r for r in pooled["results"] if r["strategy"] == "default" and r.get("kb"))
+    assert row["repeats"] == 200 and row["at"]["20"]["p_within_2pct"] == pytest.approx(0.85)
+    assert pooled["meta"]["repeats"] == 200 and pooled["meta"]["seed"] == 0
+    with pytest.raises(SystemExit, match="overlapping seeds"):
+        report.pool([a, a])
