@@ -136,7 +136,7 @@ class ParamSpace:
         if not self.names:
             return 0.0
         total = 0.0
-        for i, j, gaps in zip(a, b, self._gaps, strict=True):
+        for i, j, gaps in zip(a, b, self.index_gaps, strict=True):
             if gaps is None:
                 total += float(i != j)
             elif gaps:
@@ -144,7 +144,7 @@ class ParamSpace:
         return total / len(self.names)
 
     @property
-    def _gaps(self) -> tuple[int | None, ...]:
+    def index_gaps(self) -> tuple[int | None, ...]:
         """Per dimension, the index gap across it (n - 1; 0 for a single value) on an ordinal one, None on a
         categorical one: an island's trim measures every pair of its members, a resume trims on every result it
         replays, and ``sizes`` is a new tuple on every call."""
