@@ -100,10 +100,10 @@ def render(report: dict) -> str:
         lines += ["", f"Floor holds on {holds} of {len(names)}; P@30 bar met on {bar} of {len(names)}. Mean default "
                   f"P@20 / 30 / 50: {' / '.join(f'{mean[n]:.3f}' for n in CHECKPOINTS)}; mean best sampler: "
                   f"{' / '.join(f'{mbest[n]:.3f}' for n in CHECKPOINTS)}.", ""]
-    n = max((s["repeats"] for s in report["landscapes"].values()), default=1)
-    lines += [f"Precision: a P near 0.5 from {n} seeds has a standard error of {_se(0.5, n):.3f} "
-              f"(near 0.9: {_se(0.9, n):.3f}); a floor verdict within a standard error of the line is a coin toss.",
-              ""]
+    counts = sorted({s["repeats"] for s in report["landscapes"].values()})
+    lines += ["Precision: " + "; ".join(f"a P near 0.5 from {n} seeds has a standard error of {_se(0.5, n):.3f} "
+                                        f"(near 0.9: {_se(0.9, n):.3f})" for n in counts)
+              + ". A floor verdict within a standard error of the line is a coin toss.", ""]
     return "\n".join(lines)
 
 
