@@ -1,5 +1,7 @@
 # Set up the lent GPU machine (no registry access): wheels carried in .whl, KernelBench in .kb.
-# Usage: source experiments/benchmarks/gpu_env.sh
+# Usage: source experiments/benchmarks/gpu_env.sh   (not through a pipe: its exports must reach the calling shell)
+# The device's copy of the checkout holds the working tree, but its git HEAD may be an older commit (the session's
+# start): run the tree as copied (not `git archive HEAD`), and set EVOFORGE_COMMIT for the results' meta files.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
 export PYTHONPATH=/tmp/site
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 || \
