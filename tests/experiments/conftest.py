@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from evoforge.search.store import OptunaStore
@@ -13,6 +14,20 @@ from evoforge.config import CampaignConfig, TaskConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus
 
 REPO = Path(__file__).resolve().parents[2]
+BENCHMARKS = REPO / "experiments" / "benchmarks"
+
+
+def load_script(name: str) -> Any:
+    """``experiments/benchmarks/<name>.py`` loaded as a module of its own (``<name>_under_test``): the scripts are
+    files, not a package."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 RELU = (REPO / "tests" / "fixtures" / "relu" / "correct.py").read_text()
 TASK = "level1/19_ReLU"
 OTHER = "level1/21_Sigmoid"

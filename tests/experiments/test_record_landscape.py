@@ -3,7 +3,6 @@ what it writes is a landscape the replay backend and the search benchmark read."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -15,6 +14,7 @@ import pytest
 from evoforge.backends.replay import Landscape
 
 from evoforge.core import EvalStatus
+from tests.experiments.conftest import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "experiments" / "benchmarks" / "record_landscape.py"
@@ -22,11 +22,7 @@ HOLDOUT = REPO / "experiments" / "results" / "search" / "landscapes" / "holdout_
 
 
 def _recorder():
-    spec = importlib.util.spec_from_file_location("record_landscape_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("record_landscape")
 
 
 SPECS = _recorder().SPECS

@@ -3,23 +3,18 @@ which commit measured which rows (a partial re-run must never pass for a whole o
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "benchmarks" / "search_bench.py"
+from tests.experiments.conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("search_bench_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("search_bench")
 
 
 def _row(strategy: str, **extra) -> dict:
