@@ -62,7 +62,7 @@ class Confirmation:
     def to_attr(self, chosen: str | None, search_best: str | None) -> str:
         """The study attribute: the summary, and every re-timing whole (a resume with nothing left to search
         exports by them again)."""
-        return json.dumps({**self.summary(chosen, search_best), "skipped": self.skipped,
+        return json.dumps({**self.summary(chosen, search_best),
                            "results": {cid: json_safe(r.to_dict()) for cid, r in self.retimes.items()},
                            "compile_results": [json_safe(r.to_dict()) for r in self.baseline_retimes]})
 

@@ -1392,12 +1392,12 @@ def _transposed_as_plain(x: Any, weight: Any, bias: Any, stride: Any, padding: A
     # the plain convolution's weights: in and out channels swapped within each group
     plain = weight.reshape(groups, c_in // groups, per_group, *kernel).transpose(1, 2).reshape(
         c_out, c_in // groups, *kernel)
-    phases_per_dim = [(m := -(-out_sizes[i] // s_[i]), [_phase(r, s_[i], p_[i], d_[i], kernel[i], sizes[i], m)
-                                                      for r in range(s_[i])]) for i in range(dims)]
-    full = [m for m, _ in phases_per_dim]
+    full = [-(-out_sizes[i] // s_[i]) for i in range(dims)]  # outputs per phase, the last phases' padded
+    phases = [[_phase(r, s_[i], p_[i], d_[i], kernel[i], full[i]) for r in range(s_[i])]
+              for i in range(dims)]
     outs = []
     for residues in itertools.product(*(range(v) for v in s_)):
-        phase = [phases_per_dim[i][1][r] for i, r in enumerate(residues)]
+        phase = [phases[i][r] for i, r in enumerate(residues)]
         if any(ph is None for ph in phase):  # no tap reaches these outputs: zeros (and the bias)
             outs.append(x.new_zeros(x.shape[0], c_out, *full))
             continue
@@ -1426,7 +1426,7 @@ def _transposed_as_plain(x: Any, weight: Any, bias: Any, stride: Any, padding: A
     return out.contiguous()
 
 
-def _phase(r: int, s: int, p: int, d: int, k: int, size: int, m: int) -> tuple[list[int], int, int, int] | None:
+def _phase(r: int, s: int, p: int, d: int, k: int, m: int) -> tuple[list[int], int, int, int] | None:
     """One dimension's phase ``r`` of a transposed convolution: (the taps it reads, in the order of the inputs they
     meet; the offset of the first input from the output's index; the inputs its ``m`` outputs read; the dilation), or
     None where no tap reaches it. Output ``q * s + r`` adds ``x[q + (r + p - k * d) / s] * w[k]`` over the taps ``k``

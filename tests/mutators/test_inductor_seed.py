@@ -781,8 +781,8 @@ def test_a_convolution_as_a_window_gather_and_a_gemm_is_the_convolution(dims, st
 def test_a_transposed_convolution_as_a_gather_and_a_gemm_is_the_transposed_convolution(dims, stride, padding,
                                                                                        output_padding, dilation,
                                                                                        groups):
-    """A transposed convolution in the strict build (``_conv_as_gemm`` with ``transposed``: zeros spread between the
-    input's elements, the weights flipped and their channels swapped per group, then the plain decomposition),
+    """A transposed convolution in the strict build (``_conv_as_gemm`` with ``transposed``: one plain convolution per
+    output phase, each of the phase's taps flipped, their channels swapped per group, then interleaved),
     against torch's own in float64: 1-D, 2-D and 3-D; strided (unequal strides too), padded past the kernel's reach
     (a crop), output padding, dilated, grouped and depthwise; with and without a bias. Inductor has no Triton for it:
     before, every transposed-convolution task had no seed under the strict rule (issue U)."""
