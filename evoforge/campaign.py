@@ -157,13 +157,13 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
     def elapsed_s(self) -> float:
         return self.elapsed_before_s + time.monotonic() - self.started
 
-    def out_of_time(self) -> bool:
-        return bool(self.config.budget_minutes) and self.elapsed_s() >= self.config.budget_minutes * 60
+    def out_of_time(self, share: float = 1.0) -> bool:
+        """``share`` of the time budget is spent (none is: no time budget)."""
+        return bool(self.config.budget_minutes) and self.elapsed_s() >= self.config.budget_minutes * 60 * share
 
     def search_out_of_time(self) -> bool:
         """The search's share of the time budget is spent: the rest is the finalists' re-timings'."""
-        share = 1.0 - confirm.RESERVE if self.confirms() else 1.0
-        return bool(self.config.budget_minutes) and self.elapsed_s() >= self.config.budget_minutes * 60 * share
+        return self.out_of_time(1.0 - confirm.RESERVE if self.confirms() else 1.0)
 
     def _wants_more(self, state: TaskState) -> bool:
         return (state.evaluations + state.in_flight < self.config.budget_evals and not self.search_out_of_time()
@@ -322,7 +322,9 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         if state.task.name in self.stopped:
             return self.stopped[state.task.name]
         if self.search_out_of_time():
-            return stopping.out_of_time(state, self.config)
+            why = stopping.out_of_time(state, self.config)
+            return why + (f" (its last {confirm.RESERVE:.0%} went to re-timing the finalists: --confirm)"
+                          if self.confirms() else "")
         return None
 
     def _save_state(self) -> None:
