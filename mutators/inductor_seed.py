@@ -250,7 +250,21 @@ PRECISIONS = ("ieee", "tf32x3")
 #: bf16 tensor cores at twice TF32's rate. bf16x3's error is about 1e-5 relative, bf16x6's fp32's own; the chain
 #: judges each (the interpreter has neither, so a CPU capture's space leaves them out).
 CUDA_PRECISIONS = (*PRECISIONS, "bf16x3", "bf16x6")
+#: Not a Triton precision: the template's fp32 operands split once, before the GEMM, into bf16 hi and lo parts
+#: (``_bf16_parts``: x = hi + lo to 16 significant bits), whose three products (lo*hi + hi*lo + hi*hi, into a fresh
+#: accumulator that joins the running sum once per K step) run on bf16 tensor cores from shared memory. Triton's own
+#: bf16x3/tf32x3 split each tile in registers inside the K loop, every program again: on the H200 the same split
+#: done once ran L1/1's 4096^2 GEMM in 0.79 ms against 1.69 ms for the in-loop tf32x3 (knowledge/templates/matmul.py).
+#: The parts are bf16 tensors on a GPU and fp32 ones holding bf16 values on the interpreter (whose bf16 products are
+#: not a GPU's), so the same kernel computes the same products on both.
+SPLIT_PRECISION = "bf16x3-split"
 _DOT_PRECISION = re.compile(r"input_precision=['\"](tf32x3)['\"]")
+#: The template's operand loads and its dot (after ``_tunable_template`` wrote the precision as PRECISION): the lines
+#: the split path doubles (a lo part loaded beside each operand) and replaces (three products).
+_A_LOAD = re.compile(r"^([ \t]*)a = tl\.load\(A \+ (.*)$", re.MULTILINE)
+_B_LOAD = re.compile(r"^([ \t]*)b = tl\.load\(B \+ (.*)$", re.MULTILINE)
+_PRECISION_DOT = re.compile(r"^([ \t]*)acc \+= tl\.dot\(a, b, input_precision=PRECISION, out_dtype=ACC_TYPE\)[ \t]*$",
+                            re.MULTILINE)
 
 
 def _gemm_template(fn: ast.FunctionDef, constants: dict[str, int], signature: ast.expr | None
@@ -279,8 +293,12 @@ def _gemm_template(fn: ast.FunctionDef, constants: dict[str, int], signature: as
         precision = "tf32x3"
     elif dtypes == {"*fp32"} and "ALLOW_TF32" in constants and _TEMPLATE_DOT in text:
         precision = "tf32" if constants["ALLOW_TF32"] else "ieee"
+    presplit = bool(precision and len(_A_LOAD.findall(text)) == 1 and len(_B_LOAD.findall(text)) == 1
+                    and len(re.findall(r"\btl\.dot\(", text)) == 1 and "acc += tl.dot(a, b, " in text
+                    and re.search(r"\barg_A\b", text) and re.search(r"\barg_B\b", text))
     return {**sizes, "tiles": {t: constants[t] for t in _TILES}, "even_k": bool(constants.get("EVEN_K", 0)),
-            "precision": precision, "precisions": list(PRECISIONS), "split_k": _split_k_output(fn, signature)}
+            "precision": precision, "precisions": [*PRECISIONS, *([SPLIT_PRECISION] if presplit else [])],
+            "presplit": presplit, "split_k": _split_k_output(fn, signature)}
 
 
 #: The mm template's K loop, and a store of the accumulator as it is (no epilogue fused after the GEMM).
@@ -329,6 +347,26 @@ def _tunable_template(kernel: _Kernel) -> str:
         source = re.sub(rf"^[ \t]*{name}\s*:\s*tl\.constexpr\s*=\s*[^\n]*\n", "", source, count=1, flags=re.MULTILINE)
     if info["precision"]:
         source = _DOT_PRECISION.sub("input_precision=PRECISION", source.replace(_TEMPLATE_DOT, "input_precision=PRECISION"))
+    if info.get("presplit") and _PRECISION_DOT.search(source):
+        # PRECISION "bf16x3-split": A and B arrive as their bf16 hi parts, their lo parts as two more arguments (the
+        # launch splits them: ``_bf16_parts``); any other PRECISION compiles Inductor's dot alone.
+        split = f"PRECISION == {SPLIT_PRECISION!r}"
+        source = _A_LOAD.sub(lambda m: f"{m[0]}\n{m[1]}if {split}:\n{m[1]}    a_lo = tl.load(arg_A_lo + {m[2]}",
+                             source, count=1)
+        source = _B_LOAD.sub(lambda m: f"{m[0]}\n{m[1]}if {split}:\n{m[1]}    b_lo = tl.load(arg_B_lo + {m[2]}",
+                             source, count=1)
+        source = _PRECISION_DOT.sub(lambda m: (
+            f"{m[1]}if {split}:\n"
+            f"{m[1]}    part = tl.dot(a_lo, b, out_dtype=ACC_TYPE)\n"
+            f"{m[1]}    part = tl.dot(a, b_lo, part, out_dtype=ACC_TYPE)\n"
+            f"{m[1]}    acc += tl.dot(a, b, part, out_dtype=ACC_TYPE)\n"
+            f"{m[1]}else:\n{m[1]}    {m[0].strip()}"), source, count=1)
+        source = re.sub(rf"^def {kernel.name}\((.*?)\):", lambda m: f"def {kernel.name}({m.group(1)}, arg_A_lo, arg_B_lo):",
+                        source, count=1, flags=re.MULTILINE | re.DOTALL)
+    else:
+        info["presplit"] = False
+        if SPLIT_PRECISION in info["precisions"]:
+            info["precisions"].remove(SPLIT_PRECISION)
     if info.get("split_k") and _K_LOOP.search(source) and _PLAIN_STORE.search(source):
         # K split over the grid's second axis in whole BLOCK_K steps (EVEN_K's unmasked loads stay in bounds); each
         # split adds its partial sum into the output, which the launch zeroes first. SPLIT_K = 1 is Inductor's kernel.
@@ -414,6 +452,7 @@ class _CallRewrite(ast.NodeTransformer):
         self.allow_ops = allow_ops
         self.values = values  # launch values written as literals (a path the search does not tune); else PARAMS
         self.vendor: list[str] = []
+        self.splits = 0  # launches whose operands the split path may split (``_bf16_parts``)
 
     def _value(self, key: str) -> str:
         return repr(self.values[key]) if self.values is not None else f'PARAMS["{key}"]'
@@ -435,7 +474,11 @@ class _CallRewrite(ast.NodeTransformer):
     def visit_With(self, node: ast.With) -> Any:
         if all("DeviceGuard" in _dotted(item.context_expr.func) for item in node.items
                if isinstance(item.context_expr, ast.Call)):
-            return [self.visit(s) for s in node.body]
+            out: list[ast.stmt] = []
+            for stmt in node.body:
+                done = self.visit(stmt)
+                out.extend(done if isinstance(done, list) else [done] if done is not None else [])
+            return out
         return self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -503,6 +546,19 @@ class _CallRewrite(ast.NodeTransformer):
                 at = kernel.params.index(info["split_k"])
                 out = ast.unparse(args[at])
                 args[at] = ast.parse(f"({out}.zero_() if {split} > 1 else {out})", mode="eval").body
+            if info.get("presplit") and "PRECISION" in keys:
+                # The operands split into bf16 hi and lo parts where PRECISION is the split path; else passed as
+                # they are (the lo arguments then unread).
+                self.splits += 1
+                on = f"{self._value(keys['PRECISION'])} == {SPLIT_PRECISION!r}"
+                before = []
+                for operand in ("A", "B"):
+                    at = kernel.params.index(f"arg_{operand}")
+                    hi, lo = f"_{operand.lower()}{self.splits}", f"_{operand.lower()}{self.splits}_lo"
+                    before.append(ast.parse(f"{hi}, {lo} = _bf16_parts({ast.unparse(args[at])}, {on})").body[0])
+                    args[at] = ast.Name(hi)
+                args += [ast.Name(f"_a{self.splits}_lo"), ast.Name(f"_b{self.splits}_lo")]
+                return [*before, self._launch_with(name, f"({', '.join(grid)},)", args, keys)]  # type: ignore[return-value]
         return self._launch_with(name, f"({', '.join(grid)},)", args, keys)
 
     def _launch_with(self, name: str, grid: str, args: list[ast.expr], keys: dict[str, str]) -> ast.Expr:
@@ -513,6 +569,38 @@ class _CallRewrite(ast.NodeTransformer):
         for key, param in keys.items():
             launch.keywords.append(ast.keyword(key, ast.parse(self._value(param), mode="eval").body))
         return ast.Expr(launch)
+
+
+#: The split path's operand split (``SPLIT_PRECISION``), in the seed where a GEMM template may take it.
+_BF16_PARTS = '''
+
+@triton.jit
+def _bf16_split_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    # hi: x rounded to nearest-even at bf16's 8 significant bits by integer arithmetic on the fp32 bits (bit-exact
+    # whatever the backend's conversion mode); lo = x - hi is exact in fp32, then rounded to bf16.
+    bits = x.to(tl.int32, bitcast=True)
+    hi = ((bits + 0x7FFF + ((bits >> 16) & 1)) & -65536).to(tl.float32, bitcast=True)
+    lo = (x - hi).to(tl.bfloat16).to(tl.float32)
+    tl.store(hi_ptr + offs, hi.to(hi_ptr.dtype.element_ty), mask=mask)
+    tl.store(lo_ptr + offs, lo.to(lo_ptr.dtype.element_ty), mask=mask)
+
+
+def _bf16_parts(x, split):
+    """x's bf16 hi and lo parts (x = hi + lo to 16 significant bits) with x's sizes and strides, for a GEMM
+    template's three bf16 products; x itself twice where ``split`` is off. The parts cover the storage x spans (a
+    view's gaps are split too, and never read). On the interpreter they are fp32 tensors holding the bf16 values."""
+    if not split:
+        return x, x
+    span = 1 + sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()) if size > 0)
+    dtype = torch.float32 if os.environ.get("TRITON_INTERPRET", "0") == "1" else torch.bfloat16
+    hi = torch.empty(span, dtype=dtype, device=x.device)
+    lo = torch.empty(span, dtype=dtype, device=x.device)
+    _bf16_split_kernel[(triton.cdiv(span, 2048),)](x, hi, lo, span, BLOCK=2048, num_warps=8)
+    return torch.as_strided(hi, x.shape, x.stride()), torch.as_strided(lo, x.shape, x.stride())
+'''
 
 
 def _launch_keys(kernels: dict[str, _Kernel], configs: dict[str, list[dict[str, Any]]]
@@ -658,7 +746,8 @@ def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: boo
                 if kernel.template["precision"] == "tf32":  # autotuned with TF32 on: the tiles, not the precision
                     kernel.template["precision"] = "ieee"
                 if capture.device.startswith("cuda"):
-                    kernel.template["precisions"] = list(CUDA_PRECISIONS)
+                    kernel.template["precisions"] = [*CUDA_PRECISIONS, *(
+                        [SPLIT_PRECISION] if kernel.template["presplit"] else [])]
                     if kernel.template["precision"] == "ieee":
                         # Inductor's fp32 dot is exact because torch's TF32 flag is off, and so runs without tensor
                         # cores; three TF32 passes keep fp32's accuracy on them (the chain checks it): the start.
@@ -828,6 +917,8 @@ def _seed(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = 
         parts.append(_MAIN_SHAPE.format(init=_plain(main.init_inputs)))
     if any(k.grid_type == "Grid2DWithYZOverflow" for k in kernels.values()):
         parts.append(_YZ)
+    if any(k.template and k.template.get("presplit") for k in kernels.values()):
+        parts.append(_BF16_PARTS)
     used = {m for k in kernels.values() for m in re.findall(r"\blibdevice\.(\w+)", k.source)}
     used |= {m for n in helper_names for m in re.findall(r"\blibdevice\.(\w+)", capture.helpers.get(n, ""))}
     parts.append(_libdevice_shim(used))

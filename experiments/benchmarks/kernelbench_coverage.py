@@ -199,8 +199,10 @@ def convert(data: dict) -> dict[str, Any]:
     return out
 
 
-def verdicts(name: str, spec: str, overrides: dict, data: dict, evaluator: Any) -> list[tuple[dict, str, Any]]:
-    """The capture under each rule through the verification chain: (row, seed source, candidate) per rule."""
+def verdicts(name: str, spec: str, overrides: dict, data: dict, evaluator: Any,
+             moves: dict[str, dict[str, Any]] | None = None) -> list[tuple[dict, str, Any]]:
+    """The capture under each rule through the verification chain: (row, seed source, candidate) per rule; with
+    ``moves``, each correct seed's moved parameters judged too (``judge_moves``)."""
     from evoforge.mutators.inductor_seed import INDUCTOR_SEED
 
     from evoforge.core import Candidate
@@ -225,7 +227,37 @@ def verdicts(name: str, spec: str, overrides: dict, data: dict, evaluator: Any) 
         result = evaluator.evaluate(task, cand)
         row.update(status=str(result.status), message=result.message[:300], chain_s=time.perf_counter() - t0,
                    chain_speedup=result.speedup)
+        if moves and result.ok:
+            row["moves"] = judge_moves(task, source, cand, moves, evaluator)
         out.append((row, source, cand))
+    return out
+
+
+def moved_params(params: dict[str, Any], space: dict[str, list[Any]], move: dict[str, Any]) -> dict[str, Any] | None:
+    """The seed's PARAMS with a move's values set on every key of that name (``PRECISION``, or a kernel's
+    ``k0_PRECISION`` in a seed of several kernels), where SPACE offers the value; None where no key takes it."""
+    out, hit = dict(params), False
+    for name, value in move.items():
+        for key in params:
+            if (key == name or key.endswith("_" + name)) and value in space.get(key, []):
+                out[key], hit = value, True
+    return out if hit else None
+
+
+def judge_moves(task: Any, source: str, cand: Any, moves: dict[str, dict[str, Any]], evaluator: Any) -> dict[str, Any]:
+    """Each named move of a correct seed's parameters (``--moves``) through the chain: {name: {params, status}}."""
+    from evoforge.mutators.inductor_seed import INDUCTOR_SEED
+
+    from evoforge.core import Candidate
+
+    out: dict[str, Any] = {}
+    for name, move in moves.items():
+        params = moved_params(cand.params, cand.space, move)
+        if params is None:
+            continue
+        result = evaluator.evaluate(task, Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED,
+                                                                params=params))
+        out[name] = {"params": params, "status": str(result.status), "message": result.message[:200]}
     return out
 
 
@@ -243,10 +275,14 @@ def time_seeds(spec: str, overrides: dict, judged: list[tuple[dict, str, Any]], 
         if row["status"] != "ok":
             continue
         task = Task.load(spec, overrides=overrides or None, allow_ops=row["allow_ops"])
+        moved = {name: m for name, m in row.get("moves", {}).items() if m["status"] == "ok"}
         try:
-            times = time_kernels(task, {"seed": (source, cand.params)}, suite)
+            times = time_kernels(task, {"seed": (source, cand.params),
+                                        **{f"move:{n}": (source, m["params"]) for n, m in moved.items()}}, suite)
             row.update(eager_ms=times["eager"], compile_ms=times["compile"], seed_ms=times["seed"],
                        vs_eager=times["eager"] / times["seed"], vs_compile=times["compile"] / times["seed"])
+            for n, m in moved.items():
+                m.update(ms=times[f"move:{n}"], vs_compile=times["compile"] / times[f"move:{n}"])
         except Exception as e:  # noqa: BLE001  (a timing failure is recorded, the run goes on)
             row["timing_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         finally:
@@ -269,7 +305,9 @@ def write_rows(rows_path: Path, judged: list[tuple[dict, str, Any]]) -> None:
     with rows_path.open("a") as f:
         for row, _, _ in judged:
             f.write(json.dumps(row) + "\n")
-            print(json.dumps({k: row.get(k) for k in ("spec", "rule", "status", "vs_eager", "vs_compile")}), flush=True)
+            print(json.dumps({**{k: row.get(k) for k in ("spec", "rule", "status", "vs_eager", "vs_compile")},
+                              **{f"move:{n}": (m["status"], m.get("vs_compile")) for n, m in row.get("moves", {}).items()}}),
+                  flush=True)
 
 
 def _bench_together(fns: dict[str, Any], placements: int = 0) -> dict[str, float]:
@@ -416,7 +454,7 @@ def run(args: argparse.Namespace) -> None:
                 continue  # not captured, or no time left to judge it: a later call does it
             captured += 1
             overrides, name = names[spec]
-            judged = verdicts(name, spec, overrides, data, evaluator)
+            judged = verdicts(name, spec, overrides, data, evaluator, json.loads(args.moves) if args.moves else None)
             if needs_timing(judged, data, device):
                 to_time.append((spec, overrides, judged))
             else:
@@ -538,6 +576,9 @@ def main() -> None:
                     help="with --deadline: no capture is started after this share of it (the timing has the rest)")
     ap.add_argument("--done", type=Path, nargs="*", help="coverage rows already made (committed jsonl files): "
                     "their tasks are not run again")
+    ap.add_argument("--moves", default="", help='JSON {name: {PARAM: value}}: each correct seed also judged and '
+                    'timed with these parameters moved (every key of that name where SPACE offers the value), e.g. '
+                    '\'{"split": {"PRECISION": "bf16x3-split"}}\'')
     ap.add_argument("--smoke", action="store_true", help="two small tasks on the CPU (interpreter)")
     ap.add_argument("--time-untimed", type=Path, help="time the correct seeds this jsonl left untimed (their "
                     "captures in OUT/captures; no judging again)")

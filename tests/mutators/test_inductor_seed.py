@@ -535,7 +535,7 @@ def test_a_gemm_task_starts_in_triton_alone_under_the_strict_rule(interpreter_ev
     assert static_check(source) is None
     space, params = declared_space(source)
     assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "PRECISION"} <= set(space), space
-    assert params["PRECISION"] == "ieee" and space["PRECISION"] == ["ieee", "tf32x3"]
+    assert params["PRECISION"] == "ieee" and space["PRECISION"] == ["ieee", "tf32x3", "bf16x3-split"]
     # Inductor wrote the K loop unmasked (K = 32 divides by its BLOCK_K): every BLOCK_K offered divides K.
     assert space["BLOCK_K"] and all(32 % k == 0 and k >= 16 for k in space["BLOCK_K"]), space["BLOCK_K"]
     task = Task.load("L2/76", overrides=GEMM_SMALL)
@@ -559,6 +559,45 @@ def test_a_gemm_templates_tiles_move_and_stay_correct(interpreter_evaluator):
     result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
                                                                         operator="inductor-seed", params=moved))
     assert result.ok, result.message
+
+
+def test_the_split_path_computes_the_gemm_from_bf16_parts(interpreter_evaluator):
+    """PRECISION "bf16x3-split": the template's fp32 operands split once into bf16 hi and lo parts before the GEMM
+    and three products per K step (on the H200 a split done once ran a 4096^2 GEMM at 0.79 ms against 1.69 ms for
+    Triton's in-loop tf32x3). The seed offers it beside Inductor's dot, both paths pass the chain with it (the main
+    shape's tuned path and, unchanged, the generic one), and any other PRECISION compiles Inductor's dot alone."""
+    from evoforge.mutators.inductor_seed import SPLIT_PRECISION
+    from evoforge.task import Task
+
+    source = seed_from_capture(_capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json"))
+    space, params = declared_space(source)
+    assert space["PRECISION"] == ["ieee", "tf32x3", SPLIT_PRECISION], space
+    assert params["PRECISION"] != SPLIT_PRECISION  # not the start on the interpreter
+    assert "_bf16_parts(" in source and "arg_A_lo" in source
+    assert static_check(source) is None
+    task = Task.load("L2/76", overrides=GEMM_SMALL)
+    for moved in (dict(params, PRECISION=SPLIT_PRECISION),
+                  dict(params, PRECISION=SPLIT_PRECISION, BLOCK_M=min(space["BLOCK_M"]), BLOCK_K=min(space["BLOCK_K"]))):
+        result = interpreter_evaluator.evaluate(task, Candidate.from_source(source, task=task.name,
+                                                                            operator="inductor-seed", params=moved))
+        assert result.ok, result.message
+
+
+def test_a_split_that_drops_the_lo_parts_fails_the_chain(interpreter_evaluator):
+    """Adversarial: the split path with one product (hi*hi, bf16's 8 bits) is one bf16 GEMM, about 1e-3 relative:
+    the chain must reject it, so the three products are what passes, not a tolerance wide enough for anything."""
+    from evoforge.mutators.inductor_seed import SPLIT_PRECISION
+    from evoforge.task import Task
+
+    source = seed_from_capture(_capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json"))
+    lossy = source.replace("part = tl.dot(a_lo, b, out_dtype=ACC_TYPE)", "part = tl.zeros_like(acc)")
+    lossy = lossy.replace("part = tl.dot(a, b_lo, part, out_dtype=ACC_TYPE)", "part = part")
+    assert lossy != source
+    task = Task.load("L2/76", overrides=GEMM_SMALL)
+    _, params = declared_space(source)
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(
+        lossy, task=task.name, operator="inductor-seed", params=dict(params, PRECISION=SPLIT_PRECISION)))
+    assert not result.ok and result.status == "incorrect", result.message
 
 
 def test_a_template_whose_unmasked_k_loop_would_overrun_offers_no_such_block_k():
@@ -615,7 +654,7 @@ def test_the_gemm_build_starts_from_tiles_tuned_for_three_tf32_passes(interprete
     main_kernels = [k for k in seed.split("@triton.jit") if "_main(" in k.split("\n", 2)[1]]
     assert main_kernels and any("input_precision=PRECISION" in k for k in main_kernels), seed
     space, params = declared_space(seed)
-    assert params["PRECISION"] == "tf32x3" and space["PRECISION"] == ["ieee", "tf32x3"]
+    assert params["PRECISION"] == "tf32x3" and space["PRECISION"] == ["ieee", "tf32x3", "bf16x3-split"]
     with pytest.raises(NoInductorSeed):
         seed_from_capture(capture, variant="triton-gemm")
     exact = seed_from_capture(capture, variant="triton-gemm-exact-tiles")
@@ -632,7 +671,7 @@ def test_the_gemm_build_starts_from_tiles_tuned_for_three_tf32_passes(interprete
     for source in (seed_from_capture(on_cuda), seed_from_capture(on_cuda, variant="triton-gemm-exact-tiles")):
         space, params = declared_space(source)
         assert params["PRECISION"] == "tf32x3", params
-        assert space["PRECISION"] == ["ieee", "tf32x3", "bf16x3", "bf16x6"], space
+        assert space["PRECISION"] == ["ieee", "tf32x3", "bf16x3", "bf16x6", "bf16x3-split"], space
 
 
 def test_only_fp32_gemms_are_written_as_three_tf32_passes_and_the_templates_are_restored():
