@@ -143,12 +143,13 @@ class TaskStarts:
 
     def knowledge_starts(self, task: Task, seed: Candidate) -> list[Candidate]:
         """Configs the knowledge base's shape rules say to try beside the seed for this task's problem (stream-K
-        where a GEMM has fewer output tiles than SMs, a K tile within K), each evaluated right after the seed as
+        where a GEMM has fewer output tiles than SMs, a K tile within K, an fp32 GEMM's operands split into bf16
+        parts), each evaluated right after the seed as
         operator ``knowledge-start``; none with the knowledge base off or a seed without a SPACE."""
         from evoforge import knowledge
         from evoforge.core import declared_space
         from evoforge.knowledge.precision import dtype_bytes
-        from evoforge.knowledge.starts import shape_starts
+        from evoforge.knowledge.starts import shape_starts, split_starts
 
         if not self.config.knowledge or seed.meta.get("reference"):
             return []
@@ -157,9 +158,10 @@ class TaskStarts:
         if not space:
             return []
         params = {**defaults, **seed.params}
+        elem_bytes = dtype_bytes(knowledge.infer_task_dtype(task.source))
         starts = shape_starts(space, params, self.input_shapes.get(task.name, ()), self.config.arch,
-                              source=seed.source,
-                              elem_bytes=dtype_bytes(knowledge.infer_task_dtype(task.source)))
+                              source=seed.source, elem_bytes=elem_bytes)
+        starts += split_starts(space, params, self.config.arch, source=seed.source, elem_bytes=elem_bytes)
         for start in starts:
             log.warning("task %s: the knowledge base starts a config beside the seed: %s", task.name, start.why)
         return [seed.with_params(start.change, operator=KNOWLEDGE_START, parents=(seed.id,),

@@ -17,6 +17,13 @@ The rules (each a fact of the hardware, not a measured answer):
   (``REDUCTION: nondeterministic``, bitwise results may differ run to run; the chain judges both alike).
 - **K shorter than the K tile** (K=32 under a 64-deep tile): the tile's far half multiplies zero padding; the K
   tile becomes the largest the SPACE offers within K.
+- **An fp32 GEMM template that can split its operands into bf16 parts** (``PRECISION`` offers ``bf16x3-split``,
+  torch.compile's GEMM template in an Inductor seed): fp32 has no tensor cores, bf16 runs at twice TF32's rate, and
+  the split parts take the fp32 tile's bytes (``split_starts``). Two starts: the split at the seed's tiles, and at
+  128x128x64 with 8 warps and 3 stages (192 KB of operand buffers, within sm90's 227 KB; the tile of
+  knowledge/templates/matmul.py's bf16 split). On the H200 the two ran 1.8-3.1x and 2.1-3.5x torch.compile on 15
+  KernelBench GEMM tasks where the seed's start (three TF32 passes in the K loop) ran 0.93-1.66x
+  (experiments/results/kernelbench/gemm_split_moves_2026-12-03.jsonl).
 """
 
 from __future__ import annotations
@@ -97,4 +104,37 @@ def shape_starts(space: dict[str, list[Any]], params: dict[str, Any], shapes: Se
                    "SMs, 128x128 tiles, no clusters")
             add({**base, "REDUCTION": "nondeterministic"}, why + ", partials reduced in any order")
             add({**base, "REDUCTION": "deterministic"}, why + ", partials reduced in a fixed order")
+    return out
+
+
+#: The GEMM templates' split path (mutators/inductor_seed.py ``SPLIT_PRECISION``) and its tile where it fits.
+SPLIT_PRECISION = "bf16x3-split"
+SPLIT_TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
+
+
+def split_starts(space: dict[str, list[Any]], params: dict[str, Any], arch: str, *, source: str | None = None,
+                 elem_bytes: int | None = None) -> list[Start]:
+    """For every GEMM template whose ``PRECISION`` (``k0_PRECISION`` in a seed of several kernels) offers the bf16
+    split and does not start there: the split at the seed's tiles, and the split at ``SPLIT_TILE`` (the values of
+    it the template's SPACE offers), each where the hard rules accept it."""
+    out: list[Start] = []
+    seen: list[dict[str, Any]] = [dict(params)]
+    for key, values in space.items():
+        if not key.endswith("PRECISION") or SPLIT_PRECISION not in values or params.get(key) == SPLIT_PRECISION:
+            continue
+        prefix = key[: -len("PRECISION")]
+        tile = {prefix + name: v for name, v in SPLIT_TILE.items() if v in space.get(prefix + name, [])}
+        starts = [({key: SPLIT_PRECISION}, "fp32 GEMM: operands split into bf16 parts, bf16 tensor cores")]
+        if len(tile) == len(SPLIT_TILE):  # the whole tile, or not this start (a part of it was never measured)
+            starts.append(({key: SPLIT_PRECISION, **tile}, "fp32 GEMM: operands split into bf16 parts, "
+                           + "x".join(str(SPLIT_TILE[n]) for n in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+                           + f" tiles, {SPLIT_TILE['num_warps']} warps, {SPLIT_TILE['num_stages']} stages"))
+        for change, why in starts:
+            full = {**params, **change}
+            if full in seen:
+                continue
+            ok, _ = is_legal(full, arch, source=source, elem_bytes=elem_bytes)
+            if ok:
+                seen.append(full)
+                out.append(Start(change=change, why=why, params=full))
     return out

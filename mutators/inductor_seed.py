@@ -28,6 +28,7 @@ import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evoforge.knowledge.starts import SPLIT_PRECISION, SPLIT_TILE
 from evoforge.mutators.lift import value_range
 
 from evoforge.core import take_turn_while_benchmarking
@@ -256,14 +257,15 @@ CUDA_PRECISIONS = (*PRECISIONS, "bf16x3", "bf16x6")
 #: bf16x3/tf32x3 split each tile in registers inside the K loop, every program again: on the H200 the same split
 #: done once ran L1/1's 4096^2 GEMM in 0.79 ms against 1.69 ms for the in-loop tf32x3 (knowledge/templates/matmul.py).
 #: The parts are bf16 tensors on a GPU and fp32 ones holding bf16 values on the interpreter (whose bf16 products are
-#: not a GPU's), so the same kernel computes the same products on both.
-SPLIT_PRECISION = "bf16x3-split"
+#: not a GPU's), so the same kernel computes the same products on both. The name lives with the knowledge base's
+#: start rule for it (``knowledge.starts.split_starts``).
 _DOT_PRECISION = re.compile(r"input_precision=['\"](tf32x3)['\"]")
-#: The template's operand loads and its dot (after ``_tunable_template`` wrote the precision as PRECISION): the lines
-#: the split path doubles (a lo part loaded beside each operand) and replaces (three products).
-_A_LOAD = re.compile(r"^([ \t]*)a = tl\.load\(A \+ (.*)$", re.MULTILINE)
-_B_LOAD = re.compile(r"^([ \t]*)b = tl\.load\(B \+ (.*)$", re.MULTILINE)
-_PRECISION_DOT = re.compile(r"^([ \t]*)acc \+= tl\.dot\(a, b, input_precision=PRECISION, out_dtype=ACC_TYPE\)[ \t]*$",
+#: The template's lines the split path doubles: each assignment to an operand's pointer (``A = arg_A``, the bmm
+#: template's ``A = A + (...)`` and ``A += BLOCK_K * stride_ak``) and each load of an operand tile (``a = tl.load(A +
+#: (xindex))``, masked or not), a twin for the lo part beside each; and the dot it replaces by three products (after
+#: ``_tunable_template`` wrote the precision as PRECISION; the bmm template's has no out_dtype).
+_OPERAND_LINE = re.compile(r"^([ \t]*)((?:A|B) \+?= .*|(?:a|b) = tl\.load\((?:A|B)\b.*)$", re.MULTILINE)
+_PRECISION_DOT = re.compile(r"^([ \t]*)acc \+= tl\.dot\(a, b, input_precision=PRECISION(?:, out_dtype=ACC_TYPE)?\)[ \t]*$",
                             re.MULTILINE)
 
 
@@ -293,9 +295,10 @@ def _gemm_template(fn: ast.FunctionDef, constants: dict[str, int], signature: as
         precision = "tf32x3"
     elif dtypes == {"*fp32"} and "ALLOW_TF32" in constants and _TEMPLATE_DOT in text:
         precision = "tf32" if constants["ALLOW_TF32"] else "ieee"
-    presplit = bool(precision and len(_A_LOAD.findall(text)) == 1 and len(_B_LOAD.findall(text)) == 1
+    loads = [m[2] for m in _OPERAND_LINE.finditer(text) if "tl.load" in m[2]]
+    presplit = bool(precision and any(x.startswith("a =") for x in loads) and any(x.startswith("b =") for x in loads)
                     and len(re.findall(r"\btl\.dot\(", text)) == 1 and "acc += tl.dot(a, b, " in text
-                    and re.search(r"\barg_A\b", text) and re.search(r"\barg_B\b", text))
+                    and re.search(r"\bA = arg_A\b", text) and re.search(r"\bB = arg_B\b", text))
     return {**sizes, "tiles": {t: constants[t] for t in _TILES}, "even_k": bool(constants.get("EVEN_K", 0)),
             "precision": precision, "precisions": [*PRECISIONS, *([SPLIT_PRECISION] if presplit else [])],
             "presplit": presplit, "split_k": _split_k_output(fn, signature)}
@@ -351,15 +354,18 @@ def _tunable_template(kernel: _Kernel) -> str:
         # PRECISION "bf16x3-split": A and B arrive as their bf16 hi parts, their lo parts as two more arguments (the
         # launch splits them: ``_bf16_parts``); any other PRECISION compiles Inductor's dot alone.
         split = f"PRECISION == {SPLIT_PRECISION!r}"
-        source = _A_LOAD.sub(lambda m: f"{m[0]}\n{m[1]}if {split}:\n{m[1]}    a_lo = tl.load(arg_A_lo + {m[2]}",
-                             source, count=1)
-        source = _B_LOAD.sub(lambda m: f"{m[0]}\n{m[1]}if {split}:\n{m[1]}    b_lo = tl.load(arg_B_lo + {m[2]}",
-                             source, count=1)
+
+        def twin(m: re.Match[str]) -> str:
+            lo = re.sub(r"\b(A|B|a|b)\b", r"\1_LO", m[2]).replace("a_LO", "a_lo").replace("b_LO", "b_lo")
+            lo = re.sub(r"\barg_(A|B)\b", r"arg_\1_lo", lo)
+            return f"{m[0]}\n{m[1]}if {split}:\n{m[1]}    {lo}"
+
+        source = _OPERAND_LINE.sub(twin, source)
         source = _PRECISION_DOT.sub(lambda m: (
             f"{m[1]}if {split}:\n"
-            f"{m[1]}    part = tl.dot(a_lo, b, out_dtype=ACC_TYPE)\n"
-            f"{m[1]}    part = tl.dot(a, b_lo, part, out_dtype=ACC_TYPE)\n"
-            f"{m[1]}    acc += tl.dot(a, b, part, out_dtype=ACC_TYPE)\n"
+            f"{m[1]}    part = tl.dot(a_lo, b, out_dtype=tl.float32)\n"
+            f"{m[1]}    part = tl.dot(a, b_lo, part, out_dtype=tl.float32)\n"
+            f"{m[1]}    acc += tl.dot(a, b, part, out_dtype=tl.float32)\n"
             f"{m[1]}else:\n{m[1]}    {m[0].strip()}"), source, count=1)
         source = re.sub(rf"^def {kernel.name}\((.*?)\):", lambda m: f"def {kernel.name}({m.group(1)}, arg_A_lo, arg_B_lo):",
                         source, count=1, flags=re.MULTILINE | re.DOTALL)
@@ -644,13 +650,18 @@ def _template_values(kernel: _Kernel, launch: dict[str, Any]) -> dict[str, tuple
     info = kernel.template
     assert info is not None
     out: dict[str, tuple[Any, list[Any]]] = {}
+    # Where the operands can be split into bf16 parts, the split's own tile is offered too (its start rule,
+    # knowledge.starts.split_starts, asks for it whatever tiles Inductor chose for its dot).
+    split_tile = SPLIT_TILE if info.get("presplit") and SPLIT_PRECISION in info["precisions"] else {}
     for tile, value in info["tiles"].items():
-        values = [v for v in value_range(tile, int(value)) if tile == "GROUP_M" or 16 <= v <= 256]
+        values = [v for v in {*value_range(tile, int(value)), *([split_tile[tile]] if tile in split_tile else [])}
+                  if tile == "GROUP_M" or 16 <= v <= 256]
         if tile == "BLOCK_K" and info["even_k"]:
             values = [v for v in values if info["K"] % v == 0]
         out[tile] = (value, sorted(set(values) | {value}))
     for arg in ("num_warps", "num_stages"):
-        out[arg] = (launch[arg], value_range(arg, int(launch[arg])))
+        out[arg] = (launch[arg], sorted({*value_range(arg, int(launch[arg])),
+                                         *([split_tile[arg]] if arg in split_tile else [])}))
     if info["precision"]:
         out["PRECISION"] = (info["precision"], list(info["precisions"]))
     if info.get("split_k"):

@@ -6,7 +6,7 @@ import json
 
 import optuna
 import pytest
-from evoforge.knowledge.starts import gemm_problem, shape_starts, sm_count
+from evoforge.knowledge.starts import SPLIT_PRECISION, SPLIT_TILE, gemm_problem, shape_starts, sm_count, split_starts
 
 from evoforge import knowledge
 from evoforge.core import declared_space
@@ -60,6 +60,41 @@ def test_a_k_shorter_than_the_k_tile_starts_on_a_tile_within_k():
     # no SPACE value fits within K: no start (the seed's masked K loop is the only way)
     _, starts = _starts("matmul", [(4096, 16), (16, 4096)], elem_bytes=4)
     assert starts == []
+
+
+def _split_space(prefix="", tile=True):
+    space = {f"{prefix}BLOCK_M": [32, 64, 128], f"{prefix}BLOCK_N": [32, 64, 128], f"{prefix}BLOCK_K": [16, 32, 64],
+             f"{prefix}num_warps": [2, 4, 8], f"{prefix}num_stages": [1, 2, 3, 4],
+             f"{prefix}PRECISION": ["ieee", "tf32x3", "bf16x3", SPLIT_PRECISION]}
+    if not tile:
+        space[f"{prefix}BLOCK_K"] = [16, 32]  # K = 32 with an unmasked K loop: no 64-deep K tile
+    params = {f"{prefix}BLOCK_M": 32, f"{prefix}BLOCK_N": 32, f"{prefix}BLOCK_K": 16, f"{prefix}num_warps": 2,
+              f"{prefix}num_stages": 2, f"{prefix}PRECISION": "tf32x3"}
+    return space, params
+
+
+@pytest.mark.parametrize("prefix", ["", "k1_"])
+def test_an_fp32_gemm_template_that_can_split_starts_on_the_split_at_its_tiles_and_at_the_split_tile(prefix):
+    """On the H200 the split ran 1.8-3.5x torch.compile where the seed's in-loop tf32x3 ran 0.93-1.66x: both the
+    split at the seed's tiles and at SPLIT_TILE are tried beside the seed (a seed of several kernels: the GEMM's
+    own keys)."""
+    space, params = _split_space(prefix)
+    starts = split_starts(space, params, ARCH)
+    assert [s.change for s in starts] == [
+        {f"{prefix}PRECISION": SPLIT_PRECISION},
+        {f"{prefix}PRECISION": SPLIT_PRECISION, **{prefix + k: v for k, v in SPLIT_TILE.items()}}]
+    assert all(knowledge.is_legal(s.params, ARCH)[0] for s in starts)
+
+
+def test_no_split_start_where_it_is_the_start_or_not_offered_and_no_part_of_the_tile():
+    """Adversarial: a seed already on the split, a template that cannot split (a bf16 GEMM, a bmm whose loads the
+    split does not recognise), and a SPACE that offers only part of the tile (a 128x128 tile at a 32-deep K was
+    never measured: not offered as the split tile)."""
+    space, params = _split_space()
+    assert split_starts(space, {**params, "PRECISION": SPLIT_PRECISION}, ARCH) == []
+    assert split_starts({**space, "PRECISION": ["ieee", "tf32x3"]}, params, ARCH) == []
+    space, params = _split_space(tile=False)
+    assert [s.change for s in split_starts(space, params, ARCH)] == [{"PRECISION": SPLIT_PRECISION}]
 
 
 def test_gemm_problem_reads_m_n_k():

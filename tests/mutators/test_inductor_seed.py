@@ -590,8 +590,8 @@ def test_a_split_that_drops_the_lo_parts_fails_the_chain(interpreter_evaluator):
     from evoforge.task import Task
 
     source = seed_from_capture(_capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json"))
-    lossy = source.replace("part = tl.dot(a_lo, b, out_dtype=ACC_TYPE)", "part = tl.zeros_like(acc)")
-    lossy = lossy.replace("part = tl.dot(a, b_lo, part, out_dtype=ACC_TYPE)", "part = part")
+    lossy = source.replace("part = tl.dot(a_lo, b, out_dtype=tl.float32)", "part = tl.zeros_like(acc)")
+    lossy = lossy.replace("part = tl.dot(a, b_lo, part, out_dtype=tl.float32)", "part = part")
     assert lossy != source
     task = Task.load("L2/76", overrides=GEMM_SMALL)
     _, params = declared_space(source)
