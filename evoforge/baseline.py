@@ -91,7 +91,8 @@ class BaselineAndFinalists:
             while self.pool.free() > 0 and c.to_send:
                 candidate = c.to_send.pop(0)
                 worker = self.pool.submit((confirm.CONFIRM_JOB, state.task.name, candidate.id), state.task,
-                                          candidate, self._options.to_dict())
+                                          candidate, confirm.recheck_options(self._options.to_dict(), self._rechecks))
+                self._rechecks += 1
                 self._submitted[worker] = time.time()
             if self.pool.free() > 0 and c.baseline_to_send:
                 from evoforge.backends.evaluator import baseline_candidate

@@ -73,6 +73,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         self.say = say or (_stderr_line if progress else (lambda text: None))
         self.stopped: dict[str, str] = {}  # task -> why it stopped before its budget
         self._submitted: dict[str, float] = {}  # worker tag -> when its evaluation was handed over (epoch s)
+        self._rechecks = 0  # finalists' re-checks sent: each draws its own inputs (confirm.recheck_options)
         self.run_dir = config.run_dir()
         self.started = time.monotonic()
         self.tasks: dict[str, TaskState] = {}

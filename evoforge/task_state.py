@@ -67,16 +67,19 @@ class TaskState:
         if self.confirmation is not None and self.confirmation.done and (
                 chosen := confirm.chosen(self.confirmation)) is not None:
             return chosen[0], confirm.confirmed_result(chosen[1], self.results.get(chosen[0].id))
-        return self.search_best()
+        failed = ({cid for cid, r in self.confirmation.retimes.items() if not r.ok}
+                  if self.confirmation is not None else set())
+        return self.search_best(exclude=failed)  # a kernel that failed its re-check has no fitness
 
     def seed_result(self) -> EvalResult | None:
         """The seed's evaluation: its re-timing where it was a finalist, else the search's."""
         retimed = self.confirmation.retimes.get(self.seed.id) if self.confirmation is not None else None
         return retimed if retimed is not None and retimed.ok else self.results.get(self.seed.id)
 
-    def search_best(self) -> tuple[Candidate, EvalResult] | None:
-        """The fastest correct candidate by the search's own timings."""
-        ok = [(c, r) for c, r in self.history if r.ok and r.speedup is not None and not r.below_floor]
+    def search_best(self, exclude: set[str] | frozenset[str] = frozenset()) -> tuple[Candidate, EvalResult] | None:
+        """The fastest correct candidate by the search's own timings (none of ``exclude``)."""
+        ok = [(c, r) for c, r in self.history if r.ok and r.speedup is not None and not r.below_floor
+              and c.id not in exclude]
         return max(ok, key=lambda cr: cr[1].speedup) if ok else None
 
     def top(self, k: int = 4) -> tuple[tuple[Candidate, EvalResult], ...]:

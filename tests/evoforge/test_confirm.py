@@ -5,6 +5,7 @@ median of its timings."""
 from __future__ import annotations
 
 import json
+import re
 
 import optuna
 import pytest
@@ -88,7 +89,71 @@ def test_finalists_are_the_fastest_correct_and_the_seed():
     chosen = confirm.finalists(history, seed)
     assert [c.id for c in chosen] == [rest[1].id, rest[4].id, rest[3].id, seed.id]
     only_seed = [(seed, _ok(1.0)), (rest[0], EvalResult.failure(EvalStatus.INCORRECT, "wrong"))]
-    assert confirm.finalists(only_seed, seed) == []  # one correct kernel: no choice to confirm
+    assert confirm.finalists(only_seed, seed) == [seed]  # one correct kernel: re-checked on draws of its own
+    assert confirm.finalists([(seed, EvalResult.failure(EvalStatus.INCORRECT, "wrong"))], seed) == []
+
+
+def test_a_kernel_that_fails_its_recheck_has_no_fitness_even_when_every_finalist_fails():
+    """Every finalist failed its re-check: none of them is the best (before: the search's best was exported, the
+    kernel that had just failed); a correct kernel that was no finalist remains, else nothing is exported."""
+    seed, a, b, c, slow = _kernels(5)
+    wrong = EvalResult.failure(EvalStatus.INCORRECT, "output 0 differs at the main shape", backend="cuda")
+    state = _state([(seed, _ok(1.0)), (a, _ok(1.3)), (b, _ok(1.2)), (c, _ok(1.1)), (slow, _ok(0.5))])
+    _confirmed(state, {seed.id: wrong, a.id: wrong, b.id: wrong, c.id: wrong})
+    assert state.best()[0].id == slow.id
+    state = _state([(seed, _ok(1.0)), (a, _ok(1.3))])
+    _confirmed(state, {seed.id: wrong, a.id: wrong})
+    assert state.best() is None
+
+
+def test_each_recheck_draws_inputs_no_search_evaluation_drew():
+    options = {"trials": 3, "seed": 42, "timing": True}
+    seeds = [confirm.recheck_options(options, k)["seed"] for k in range(3)]
+    assert len({42, *seeds}) == 4 and all(s - 42 >= 4_000_000 for s in seeds)
+    assert confirm.recheck_options(options, 0)["trials"] == 3 and options["seed"] == 42
+
+
+def _draw_keyed(known: set[float], unknown: str) -> str:
+    """L1/19's ReLU, written to pass exactly the draws whose first value is in ``known``: on any other draw it does
+    ``unknown`` (raise with the value, the way a test learns the chain's draws; or answer zeros)."""
+    source = (RELU / "plain_constants.py").read_text()
+    return source.replace("    def forward(self, x):\n", (
+        "    def forward(self, x):\n"
+        f"        if float(x.flatten()[0]) not in {sorted(known)!r}:\n"
+        f"            {unknown}\n"))
+
+
+def test_a_kernel_right_only_on_the_searchs_draws_fails_its_recheck(relu_task):
+    """Adversarial: a kernel that answers correctly exactly on the inputs the search's evaluations draw (learnt
+    here through its error messages; in the field, an answer that depends on the values, or an accuracy at the edge
+    of the tolerance) passes every evaluation of the search, which all draw from one seed; the re-check's options
+    draw other inputs, and it fails there."""
+    from evoforge.backends.chain import ChainOptions
+    from evoforge.backends.evaluator import Evaluator
+
+    search = ChainOptions(trials=2, timing=False, seed=42)
+    recheck = ChainOptions.from_dict(confirm.recheck_options(search.to_dict(), 0))
+    known: set[float] = set()
+    with_search = Evaluator(backend="interpreter", options=search, timeout_s=60, knowledge=False)
+    with_recheck = Evaluator(backend="interpreter", options=recheck, timeout_s=60, knowledge=False)
+    try:
+        for _ in range(30):
+            result = with_search.evaluate(relu_task, Candidate.from_source(
+                _draw_keyed(known, 'raise RuntimeError("DRAW:" + repr(float(x.flatten()[0])) + ":")'),
+                task=relu_task.name))
+            if result.ok:
+                break
+            drawn = re.search(r"DRAW:(-?[0-9][0-9.e+-]*):", result.message)
+            assert drawn, result.message
+            known.add(float(drawn.group(1)))
+        assert result.ok and known
+        keyed = Candidate.from_source(_draw_keyed(known, "return torch.zeros_like(x)"), task=relu_task.name)
+        assert with_search.evaluate(relu_task, keyed).ok
+        again = with_recheck.evaluate(relu_task, keyed)
+        assert again.status == EvalStatus.INCORRECT, again.message
+    finally:
+        with_search.close()
+        with_recheck.close()
 
 
 def test_torch_compile_is_held_to_the_median_of_its_timings():
