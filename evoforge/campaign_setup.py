@@ -109,9 +109,14 @@ class CampaignSetup:
                       or self.mutators[op].applicable(seed, None)]
             if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
                 usable = [op for op in usable if family_of(op) == LLM]
+            # Beside the seed: the knowledge base's starts for it, then each Inductor variant followed by the
+            # knowledge base's starts for that variant (its GEMM template's bf16 split: the vendor rule's seed calls
+            # cuBLAS, and the split exists only in the variant's Triton GEMM).
+            starts = self.starts.knowledge_starts(task, seed)
+            for variant in self.starts.variant_starts.pop(task.name, []):
+                starts += [variant, *self.starts.knowledge_starts(task, variant)]
             states.append(TaskState(task=task, strategy=self._strategy(task, seed, usable, i), seed=seed,
-                                    starts=self.starts.knowledge_starts(task, seed)
-                                    + self.starts.variant_starts.pop(task.name, [])))
+                                    starts=starts))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
         if not self.resume:

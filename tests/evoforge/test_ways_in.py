@@ -144,6 +144,29 @@ def test_inductor_variants_are_evaluated_beside_the_seed_and_recorded(tmp_path, 
 
 
 @pytest.mark.slow
+def test_a_variants_gemm_gets_the_knowledge_bases_split_start_after_it(tmp_path, capsys):
+    """With cuBLAS allowed the seed keeps torch.compile's addmm, so its GEMM is no template to split; the variant
+    whose GEMM is Inductor's Triton template is, and the knowledge base's start for it (the template's operands
+    split into bf16 parts) is evaluated right after the variant, its child."""
+    out = tmp_path / "run"
+    (out / "seeds").mkdir(parents=True)
+    (out / "seeds" / "level2_9_Matmul_Subtract_Multiply_ReLU.inductor.json").write_text(
+        (FIXTURES / "inductor" / "level2_9_Matmul_Subtract_Multiply_ReLU.gemm.cpu.json").read_text())
+    proc = cli_main(capsys, "run", "--task", "L2/9", "--set", "batch_size=8", "--set", "in_features=32",
+                    "--set", "out_features=16", "--allow-ops", "addmm,mm",
+                    "--backend", "interpreter", "--budget-evals", "3", "--workers", "1", "--operators", "params",
+                    "--out", str(out), "--name", "split", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = optuna.load_study(study_name="split/level2/9_Matmul_Subtract_Multiply_ReLU", storage=f"sqlite:///{out}/optuna.db").trials
+    ops = [t.user_attrs["operator"] for t in trials]
+    assert ops == ["inductor-seed", "inductor-variant", "knowledge-start"], ops
+    variant, start = trials[1], trials[2]
+    assert json.loads(start.user_attrs["params"])["PRECISION"] == "bf16x3-split"
+    assert list(start.user_attrs["parents"]) == [variant.user_attrs["candidate_id"]], start.user_attrs
+    assert all(t.user_attrs["status"] == "ok" for t in trials), [t.user_attrs["message"] for t in trials]
+
+
+@pytest.mark.slow
 def test_a_time_budget_shorter_than_the_set_up_still_evaluates(tmp_path, capsys):
     """The time budget is the search's: Ray's start (and a capture's torch.compile) come before it. A 1.2 s budget
     was spent before the first evaluator answered, and the campaign ended with nothing evaluated. (Where this

@@ -583,6 +583,23 @@ def test_the_split_path_computes_the_gemm_from_bf16_parts(interpreter_evaluator)
         assert result.ok, result.message
 
 
+def test_the_bmm_templates_pointer_form_splits_too(interpreter_evaluator):
+    """Inductor's bmm template walks its operands by pointer (``A = A + (...)``, ``A += BLOCK_K * stride_ak``, loads
+    of ``A`` masked or not): each step has its lo twin, and the split computes the batched GEMM (on the H200 the
+    bmm task L1/3's seed could not take the split before; 128x128x64 tiles at tf32x3 there ran 0.75x)."""
+    from evoforge.mutators.inductor_seed import SPLIT_PRECISION
+    from evoforge.task import Task
+
+    source = seed_from_capture(_capture("level1_3_Batched_matrix_multiplication.cpu.json"))
+    assert "A_LO = A_LO + (" in source and "A_LO += BLOCK_K * stride_ak" in source
+    space, params = declared_space(source)
+    assert SPLIT_PRECISION in space["PRECISION"], space
+    task = Task.load("L1/3", overrides={"batch_size": 2, "m": 32, "k": 48, "n": 16})
+    result = interpreter_evaluator.evaluate(task, Candidate.from_source(
+        source, task=task.name, operator="inductor-seed", params=dict(params, PRECISION=SPLIT_PRECISION)))
+    assert result.ok, result.message
+
+
 def test_a_split_that_drops_the_lo_parts_fails_the_chain(interpreter_evaluator):
     """Adversarial: the split path with one product (hi*hi, bf16's 8 bits) is one bf16 GEMM, about 1e-3 relative:
     the chain must reject it, so the three products are what passes, not a tolerance wide enough for anything."""
