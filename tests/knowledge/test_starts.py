@@ -6,7 +6,14 @@ import json
 
 import optuna
 import pytest
-from evoforge.knowledge.starts import SPLIT_PRECISION, SPLIT_TILE, gemm_problem, shape_starts, sm_count, split_starts
+from evoforge.knowledge.starts import (
+    SPLIT_PRECISION,
+    SPLIT_TILE,
+    gemm_problem,
+    shape_starts,
+    sm_count,
+    split_starts,
+)
 
 from evoforge import knowledge
 from evoforge.core import declared_space

@@ -567,6 +567,7 @@ def test_the_split_path_computes_the_gemm_from_bf16_parts(interpreter_evaluator)
     Triton's in-loop tf32x3). The seed offers it beside Inductor's dot, both paths pass the chain with it (the main
     shape's tuned path and, unchanged, the generic one), and any other PRECISION compiles Inductor's dot alone."""
     from evoforge.mutators.inductor_seed import SPLIT_PRECISION
+
     from evoforge.task import Task
 
     source = seed_from_capture(_capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json"))
@@ -588,6 +589,7 @@ def test_the_bmm_templates_pointer_form_splits_too(interpreter_evaluator):
     of ``A`` masked or not): each step has its lo twin, and the split computes the batched GEMM (on the H200 the
     bmm task L1/3's seed could not take the split before; 128x128x64 tiles at tf32x3 there ran 0.75x)."""
     from evoforge.mutators.inductor_seed import SPLIT_PRECISION
+
     from evoforge.task import Task
 
     source = seed_from_capture(_capture("level1_3_Batched_matrix_multiplication.cpu.json"))
@@ -604,6 +606,7 @@ def test_a_split_that_drops_the_lo_parts_fails_the_chain(interpreter_evaluator):
     """Adversarial: the split path with one product (hi*hi, bf16's 8 bits) is one bf16 GEMM, about 1e-3 relative:
     the chain must reject it, so the three products are what passes, not a tolerance wide enough for anything."""
     from evoforge.mutators.inductor_seed import SPLIT_PRECISION
+
     from evoforge.task import Task
 
     source = seed_from_capture(_capture("level2_76_Gemm_Add_ReLU.gemm.cpu.json"))
