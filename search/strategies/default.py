@@ -2,8 +2,9 @@
 
 It is ``evolution`` (islands, tournaments, elites, migration, an AUC bandit over operators) whose ``params``
 operator is not a random mutation but a ``StructureTuner`` per structure_id: an Optuna sampler to start
-(CMA-ES, see ``default_sampler``), then local search around that structure's best config (see ``tuner``). Which structure is tuned is chosen among the
-best few by their best runtime, so a new structure from an LLM operator gets tuned as soon as it is promising.
+(CMA-ES, see ``default_sampler``), then local search around that structure's best config, sharing the proposals with
+Optuna's TPE while nothing has failed, by what improves the incumbent (see ``tuner``). Which structure is tuned is
+chosen among the best few by their best runtime, so a new structure from an LLM operator gets tuned as soon as it is promising.
 With one structure and only a parameter space (a recorded landscape) every proposal is the tuner's.
 """
 
@@ -31,7 +32,8 @@ def default_sampler() -> str:
     CMA-ES starts at the centre of each ordinal range and spreads out, and the tuner's walk starts from its first
     proposals: on matmul_bf16_4096 at budget 30 that gave 0.86 against 0.77 from TPE's random start (and 0.77
     against 0.67 on the same landscape mirrored), for 0.92 against 0.94 on softmax_fp16_32768x1024, whose best
-    configs sit in a corner of the space.
+    configs sit in a corner of the space. There, where nothing fails, the tuner's second source (TPE, after the
+    start) makes up for the centred start: 0.815 -> 0.965 at 20 evaluations, 200 seeds.
     """
     return "cmaes" if importlib.util.find_spec("cmaes") is not None else "tpe"
 _EXPLORE_STRUCTURE = 0.2  # chance to tune one of the next best structures instead of the best

@@ -11,11 +11,17 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   fits: once a failure is seen, a failure model (logistic, plus monotonicity in the dimensions it finds
   resource-like) skips neighbours that will not fit, and the walk prefers neighbours next to the learned
   boundary (``boundary=False`` turns that off: 0.54 instead of 0.72-0.8 on matmul_bf16_4096 at budget 30);
-- with no failure seen there is no boundary to follow, and a plain walk is weak on a flat landscape: then every
-  ``explore_every``-th proposal is the sampler's (softmax_fp16_32768x1024: 0.95 instead of 0.92). Any failure
-  or knowledge-base refusal ends that: where something fails the landscape has structure, and the walk is the
-  faster learner (derived fp32 split at 30, 400 seeds: 0.74 -> 0.87 with the knowledge base, whose refusals are
-  seen at once; softmax, where nothing fails, unchanged);
+- with no failure seen there is no boundary to follow, and a plain walk is weak on a flat landscape: then the walk
+  shares the proposals with a second sampler, Optuna's TPE (``explorer``), told every result, each source as often
+  as its proposals have improved the incumbent on this task (Thompson sampling, ``bandit.BetaBandit``). Which one
+  is stronger depends on the landscape, not on a kind of kernel: on rmsnorm_fp32_32x100x300x300 (best configs next
+  to each other) the walk, on softmax_fp16_32768x1024 (best configs in a corner) TPE; a fixed share bets on one
+  (200 seeds at 20, TPE every 3rd proposal: 0.94 / 0.945, every 2nd: 0.895 / 0.98; the sampler's, CMA-ES's,
+  every 3rd, as before: 0.87 / 0.815; Optuna TPE alone 0.92 / 0.99). Any failure or knowledge-base refusal ends
+  the sharing: where something fails the landscape has structure, and the walk is the faster learner (derived
+  fp32 split at 30, 400 seeds: 0.74 -> 0.87 with the knowledge base, whose refusals are seen at once). The start
+  stays the tuner's sampler's (CMA-ES's centred proposals, ``default.default_sampler``): on the GEMMs the first
+  failure comes within it, and nothing there changes;
 - a walk anchored at the best config stops at a local optimum whose two-step neighbourhood holds nothing faster
   (on the H200 fp8-operand GEMM: 256x128x64 at 1.05x, four steps from the best 128x256x32). Iterated local
   search's answer, kept cheap: once ``patience`` results have not improved the best and at least ``settled`` of
@@ -81,6 +87,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from evoforge.search.strategies.bandit import BetaBandit
 from evoforge.search.strategies.causes import CauseModel, Literal
 from evoforge.search.strategies.choices import ChoiceEffects
 from evoforge.search.strategies.optuna_tuner import OptunaTuner
@@ -89,6 +96,7 @@ from evoforge.search.strategies.space import ParamSpace
 from evoforge.search.strategies.surrogate import FailureModel
 
 _TWIN_RETRIES = 3
+WALK, EXPLORE = "walk", "explore"  # the proposal sources after the start
 
 
 class StructureTuner:
@@ -96,7 +104,8 @@ class StructureTuner:
 
     def __init__(self, *, space: ParamSpace, seed: int, sampler: str = "tpe", n_start: int = 5,
                  anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
-                 boundary_threshold: float = 0.7, explore_every: int = 3, wrong_threshold: float = 0.5,
+                 boundary_threshold: float = 0.7, explore_every: int | None = None, explorer: str | None = "tpe",
+                 wrong_threshold: float = 0.5,
                  probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = (),
                  patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2,
                  mirror: bool = True, ties: float = 0.02, own_path_factor: float = 1.3, transfer: bool = True,
@@ -111,6 +120,12 @@ class StructureTuner:
         self.transfers = 0
         self.ties = ties
         self.explore_every = explore_every
+        # the exploring source: a second sampler (``explorer``) that reads every result, or the tuner's own
+        self.explorer = explorer if explorer and explorer != sampler else None
+        self.explored = 0
+        self._explorer_seed = seed + 104_729
+        self.sources = BetaBandit((WALK, EXPLORE), seed=seed + 3_571)
+        self._source_of: dict[tuple[int, ...], str] = {}  # proposals under way of the walk or the explorer
         self.patience = patience
         self.settled = settled
         self.escape_anchors = escape_anchors
@@ -161,12 +176,11 @@ class StructureTuner:
         """A config nobody has proposed: a local move when there is an incumbent, else the sampler's choice."""
         if self.exhausted:
             return None
-        idx = None
-        asked = len(self.results) + len(self.pending)
-        explore = self.explore_every and asked % self.explore_every == 0 and not self._failures()
-        if asked >= self.n_start and self.best() is not None and not explore:
-            idx = self._local_move()
+        source = self._source()
+        idx = self._local_move() if source == WALK else self._explore() if source == EXPLORE else None
         if idx is None:
+            if source == WALK:  # nothing in reach worth running: the sampler stands in, for no credit
+                source = None
             idx = self.sampler.ask()
             for _ in range(_TWIN_RETRIES):  # the same kernel as a config already proposed: ask again
                 if idx is None or not self._twin(idx):
@@ -175,12 +189,49 @@ class StructureTuner:
                 idx = self.sampler.ask()
             if idx is not None:
                 idx = self._onto_best_path(self._avoid_wrong(idx))
+        elif source == EXPLORE:  # the explorer's: the sampler learns from it as from a local move
+            idx = self._onto_best_path(self._avoid_wrong(idx))
+            self.sampler.enqueue(idx)
         else:
             self.sampler.enqueue(idx)
             self.local_moves += 1
         if idx is not None:
             self.pending.add(idx)
+            if source is not None:
+                self._source_of[idx] = source
         return idx
+
+    def _source(self) -> str | None:
+        """Who proposes next: None (the sampler) for the start, then the walk; while nothing has failed, the walk
+        or the exploring sampler, chosen by what has improved the incumbent on this task (``sources``), or every
+        ``explore_every``-th proposal the explorer where that is given (0: the walk only)."""
+        asked = len(self.results) + len(self.pending)
+        if asked < self.n_start or self.best() is None:
+            return None
+        if self._failures():
+            return WALK
+        if self.explore_every is None:
+            return self.sources.select()
+        return EXPLORE if self.explore_every and asked % self.explore_every == 0 else WALK
+
+    def _explore(self) -> tuple[int, ...] | None:
+        """The exploring sampler's proposal: with ``explorer`` given, a fresh study of it told every result so far
+        (the configs under way as running trials), asked once; else the tuner's own sampler's (asked by ``ask``)."""
+        if self.explorer is None:
+            return None
+        explorer = OptunaTuner(space=self.space, sampler=self.explorer, seed=self._explorer_seed + self.explored,
+                               n_startup_trials=max(self.n_start, 1) if self.explorer in ("tpe", "gp") else None)
+        for idx, ms in self.results.items():
+            explorer.tell(idx, ms, penalize=self.kinds.get(idx) is not FailureKind.PROPERTY)
+        for idx in self.seen - self.results.keys():
+            explorer.enqueue(idx)
+        self.explored += 1
+        kernels = self._proposed_kernels()
+        for _ in range(_TWIN_RETRIES + 1):
+            idx = explorer.ask()
+            if idx is None or not self._twin(idx, kernels):
+                return idx
+        return None
 
     def mark(self, idx: Sequence[int]) -> None:
         """Treat ``idx`` as proposed (it is being evaluated elsewhere) so it is never proposed again."""
@@ -202,10 +253,13 @@ class StructureTuner:
             return
         before = self.best()
         self.results[idx] = runtime_ms
-        if runtime_ms is not None and (before is None or runtime_ms < before[1]):
+        improved = runtime_ms is not None and (before is None or runtime_ms < before[1])
+        if improved:
             self._since_improvement = 0
         else:
             self._since_improvement += 1
+        if (source := self._source_of.pop(idx, None)) is not None:
+            self.sources.update(source, improved)
         if runtime_ms is None:
             self.kinds[idx] = failure or FailureKind.RESOURCE
         else:
@@ -296,17 +350,23 @@ class StructureTuner:
 
     def _onto_best_path(self, idx: tuple[int, ...]) -> tuple[int, ...]:
         """The sampler's proposal, or, when its categorical path was timed slower than the incumbent's at equal
-        tiles, its tiles on the incumbent's path (the nearest unseen such config): a path that costs a stated
-        factor everywhere teaches nothing about tiles that the incumbent's path does not teach faster."""
+        tiles, its tiles on the incumbent's path (the nearest unseen such config, within two steps of them where
+        there is one): a path that costs a stated factor everywhere teaches nothing about tiles that the incumbent's
+        path does not teach faster."""
         best = self.best()
         if best is None or not self.choices.costs(best[0], idx):
             return idx
         space = self.space
         target = tuple(best[0][d] if not space.ordinal[d] else idx[d] for d in range(space.dims))
         kernels = self._proposed_kernels()
-        pool = [n for n in [target, *space.neighbours(target), *space.neighbours2(target)]
-                if all(space.ordinal[d] or n[d] == target[d] for d in range(space.dims))
-                and n not in self.seen and not self._twin(n, kernels) and self._pfail(n) < self.fail_threshold]
+
+        def worth(n: tuple[int, ...]) -> bool:
+            return (all(space.ordinal[d] or n[d] == target[d] for d in range(space.dims)) and n not in self.seen
+                    and not self._twin(n, kernels) and self._pfail(n) < self.fail_threshold)
+
+        pool = [n for n in [target, *space.neighbours(target), *space.neighbours2(target)] if worth(n)]
+        if not pool and space.enumerable:  # the tiles' two-step reach on that path is used up: any tiles on it
+            pool = [n for n in space.all_indices() if worth(n)]
         if not pool:
             return idx
         onto = self._in_place_of(idx, pool)

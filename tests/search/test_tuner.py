@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from evoforge.search.strategies.bandit import BetaBandit
 from evoforge.search.strategies.space import ParamSpace
 from evoforge.search.strategies.surrogate import FailureModel
-from evoforge.search.strategies.tuner import StructureTuner
+from evoforge.search.strategies.tuner import EXPLORE, WALK, StructureTuner
 
 
 def _walk_finds_best(space: ParamSpace, ms, told: list[tuple[int, ...]], steps: int, seed: int,
@@ -195,3 +196,30 @@ def test_a_choice_seen_to_cost_time_is_not_paid_for_again_with_another_value_bes
 
     assert split_moves() == []
     assert split_moves(compose=False)  # each PRECISION on the slower split was worth a run
+
+
+def test_the_walk_and_the_explorer_share_the_proposals_by_what_improves_the_incumbent() -> None:
+    """After the start, while nothing has failed, the walk and the exploring sampler (TPE) each propose as often as
+    their proposals have improved the incumbent on this task; once anything fails, the walk alone proposes (the
+    failures shape the space, and the walk follows them)."""
+    bandit = BetaBandit((WALK, EXPLORE), seed=0)
+    for _ in range(8):
+        bandit.update(WALK, False)
+        bandit.update(EXPLORE, True)
+    assert sum(bandit.select() == EXPLORE for _ in range(200)) >= 180
+
+    space = ParamSpace.from_dict({"BLOCK": [16, 32, 64, 128, 256], "num_warps": [1, 2, 4, 8]})
+
+    def ms(idx: tuple[int, ...]) -> float:
+        return 1.0 + 0.2 * idx[0] + 0.1 * idx[1]  # the fastest in the smallest corner, away from a centred start
+
+    tuner = StructureTuner(space=space, seed=0, sampler="cmaes")
+    sources = []
+    for _ in range(14):
+        idx = tuner.ask()
+        sources.append(tuner._source_of.get(idx))
+        tuner.tell(idx, ms(idx))
+    assert {WALK, EXPLORE} <= set(sources[5:]) and set(sources[:5]) == {None}  # CMA-ES's start, then both
+    assert sum(tuner.sources.outcomes[EXPLORE]) > 0 and tuner.explored > 0
+    tuner.tell(tuner.ask(), None)  # a resource failure
+    assert all(tuner._source() == WALK for _ in range(20))
