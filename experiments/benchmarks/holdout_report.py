@@ -107,9 +107,33 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def side_by_side(runs: list[dict]) -> list[dict]:
+    """Runs of the same seeds whose rows are of different landscapes (the design half, then the held-out half once
+    the design was committed) as one run of those seeds; each row keeps the commit that measured it."""
+    by_span: dict[tuple[int, int], list[dict]] = {}
+    for run in runs:
+        by_span.setdefault((run["meta"].get("seed", 0), run["meta"]["repeats"]), []).append(run)
+    out = []
+    for group in by_span.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        names = [{r["landscape"] for r in run["results"]} for run in group]
+        if sum(len(n) for n in names) != len(set().union(*names)):
+            raise SystemExit("runs of overlapping seeds measure the same landscape: give each landscape's rows once "
+                             "per seed (search_bench.py --seed)")
+        results = [{"commit": run["meta"].get("commit"), **r} for run in group for r in run["results"]]
+        commits = "+".join(dict.fromkeys(str(run["meta"].get("commit")) for run in group))
+        out.append({"meta": {**group[0]["meta"], "commit": commits,
+                             "date": " and ".join(str(run["meta"].get("date")) for run in group)}, "results": results})
+    return out
+
+
 def pool(runs: list[dict]) -> dict:
     """Runs of disjoint seeds as one: each row's P is the share over every seed of the runs that measured it (a
-    run of seeds 0..99 and one of 100..199 make the run of 200 repeats, seed for seed)."""
+    run of seeds 0..99 and one of 100..199 make the run of 200 repeats, seed for seed). Runs of the same seeds
+    over different landscapes are put side by side first (``side_by_side``)."""
+    runs = side_by_side(runs)
     if len(runs) == 1:
         return runs[0]
     spans = sorted((r["meta"].get("seed", 0), r["meta"].get("seed", 0) + r["meta"]["repeats"]) for r in runs)

@@ -45,3 +45,17 @@ def test_runs_of_disjoint_seeds_pool_into_one_of_their_repeats_and_overlapping_o
     assert pooled["meta"]["repeats"] == 200 and pooled["meta"]["seed"] == 0
     with pytest.raises(SystemExit, match="overlapping seeds"):
         report.pool([a, a])
+
+
+def test_a_half_measured_after_the_other_on_the_same_seeds_joins_it_and_pools_with_more_seeds(report) -> None:
+    """The design half is run first, the held-out half once the design is committed, both on seeds 0..99; a second
+    run of seeds 100..199 on the closest calls pools with them, seed for seed."""
+    design = {"meta": {"seed": 0, "repeats": 100, "commit": "abc"}, "results": _rows("x", (0.8, 0.9, 1.0), (0.9, 0.9, 1.0))}
+    held = {"meta": {"seed": 0, "repeats": 100, "commit": "def"}, "results": _rows("y", (0.7, 0.9, 1.0), (0.9, 0.9, 1.0))}
+    more = {"meta": {"seed": 100, "repeats": 100, "commit": "def"}, "results": _rows("x", (1.0, 1.0, 1.0), (0.9, 0.9, 1.0))}
+    pooled = report.pool([held, more, design])
+    rows = {(r["landscape"], r["strategy"], bool(r.get("kb"))): r for r in pooled["results"]}
+    assert rows[("x.json", "default", True)]["repeats"] == 200
+    assert rows[("x.json", "default", True)]["at"]["20"]["p_within_2pct"] == pytest.approx(0.9)
+    assert rows[("y.json", "default", True)]["repeats"] == 100 and rows[("y.json", "default", True)]["commit"] == "def"
+    assert rows[("x.json", "bayes", False)]["commit"] == "abc+def"
