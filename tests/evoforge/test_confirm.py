@@ -131,7 +131,7 @@ def test_a_kernel_right_only_on_the_searchs_draws_fails_its_recheck(relu_task):
     from evoforge.backends.chain import ChainOptions
     from evoforge.backends.evaluator import Evaluator
 
-    search = ChainOptions(trials=2, timing=False, seed=42)
+    search = ChainOptions(trials=1, timing=False, seed=42)
     recheck = ChainOptions.from_dict(confirm.recheck_options(search.to_dict(), 0))
     known: set[float] = set()
     with_search = Evaluator(backend="interpreter", options=search, timeout_s=60, knowledge=False)
