@@ -3,7 +3,8 @@
 It is ``evolution`` (islands, tournaments, elites, migration, an AUC bandit over operators) whose ``params``
 operator is not a random mutation but a ``StructureTuner`` per structure_id: an Optuna sampler to start
 (CMA-ES, see ``default_sampler``), then local search around that structure's best config, sharing the proposals with
-Optuna's TPE while nothing has failed, by what improves the incumbent (see ``tuner``). Which structure is tuned is
+Optuna's TPE while nothing has failed where the knowledge base says nothing of the space, by what improves the
+incumbent (see ``tuner``). Which structure is tuned is
 chosen among the best few by their best runtime, so a new structure from an LLM operator gets tuned as soon as it is promising.
 With one structure and only a parameter space (a recorded landscape) every proposal is the tuner's.
 """

@@ -11,17 +11,19 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   fits: once a failure is seen, a failure model (logistic, plus monotonicity in the dimensions it finds
   resource-like) skips neighbours that will not fit, and the walk prefers neighbours next to the learned
   boundary (``boundary=False`` turns that off: 0.54 instead of 0.72-0.8 on matmul_bf16_4096 at budget 30);
-- with no failure seen there is no boundary to follow, and a plain walk is weak on a flat landscape: then the walk
+- with no failure seen there is no boundary to follow, and a plain walk is weak on a flat landscape. Where the
+  knowledge base said nothing of the space either (no unsafe value, no parameters that grow together), the walk
   shares the proposals with a second sampler, Optuna's TPE (``explorer``), told every result, each source as often
   as its proposals have improved the incumbent on this task (Thompson sampling, ``bandit.BetaBandit``). Which one
   is stronger depends on the landscape, not on a kind of kernel: on rmsnorm_fp32_32x100x300x300 (best configs next
   to each other) the walk, on softmax_fp16_32768x1024 (best configs in a corner) TPE; a fixed share bets on one
   (200 seeds at 20, TPE every 3rd proposal: 0.94 / 0.945, every 2nd: 0.895 / 0.98; the sampler's, CMA-ES's,
-  every 3rd, as before: 0.87 / 0.815; Optuna TPE alone 0.92 / 0.99). Any failure or knowledge-base refusal ends
-  the sharing: where something fails the landscape has structure, and the walk is the faster learner (derived
-  fp32 split at 30, 400 seeds: 0.74 -> 0.87 with the knowledge base, whose refusals are seen at once). The start
-  stays the tuner's sampler's (CMA-ES's centred proposals, ``default.default_sampler``): on the GEMMs the first
-  failure comes within it, and nothing there changes;
+  every 3rd, as before: 0.87 / 0.815; Optuna TPE alone 0.92 / 0.99). Where the knowledge base gave hints (the
+  GEMMs) every ``explore_every``-th proposal is the tuner's sampler's, as before: shared there, the walk lost
+  0.015 / 0.01 at 20 / 30 on the whole fp32 GEMM (matmul_fp32_split_4096, 200 seeds). Any failure or
+  knowledge-base refusal ends both: where something fails the landscape has structure, and the walk is the faster
+  learner (derived fp32 split at 30, 400 seeds: 0.74 -> 0.87 with the knowledge base, whose refusals are seen at
+  once). The start stays the tuner's sampler's (CMA-ES's centred proposals, ``default.default_sampler``);
 - a walk anchored at the best config stops at a local optimum whose two-step neighbourhood holds nothing faster
   (on the H200 fp8-operand GEMM: 256x128x64 at 1.05x, four steps from the best 128x256x32). Iterated local
   search's answer, kept cheap: once ``patience`` results have not improved the best and at least ``settled`` of
@@ -104,7 +106,7 @@ class StructureTuner:
 
     def __init__(self, *, space: ParamSpace, seed: int, sampler: str = "tpe", n_start: int = 5,
                  anchors: int = 1, fail_threshold: float = 0.5, boundary: bool = True,
-                 boundary_threshold: float = 0.7, explore_every: int | None = None, explorer: str | None = "tpe",
+                 boundary_threshold: float = 0.7, explore_every: int = 3, explorer: str | None = "tpe",
                  wrong_threshold: float = 0.5,
                  probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = (),
                  patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2,
@@ -120,8 +122,10 @@ class StructureTuner:
         self.transfers = 0
         self.ties = ties
         self.explore_every = explore_every
-        # the exploring source: a second sampler (``explorer``) that reads every result, or the tuner's own
-        self.explorer = explorer if explorer and explorer != sampler else None
+        # the exploring source where the knowledge base said nothing of the space: a second sampler that reads every
+        # result (the tuner's own where it is the same kind); None: the sampler's every ``explore_every``-th everywhere
+        self.explorer = explorer
+        self._own_explorer = explorer == sampler
         self.explored = 0
         self._explorer_seed = seed + 104_729
         self.sources = BetaBandit((WALK, EXPLORE), seed=seed + 3_571)
@@ -202,22 +206,23 @@ class StructureTuner:
         return idx
 
     def _source(self) -> str | None:
-        """Who proposes next: None (the sampler) for the start, then the walk; while nothing has failed, the walk
-        or the exploring sampler, chosen by what has improved the incumbent on this task (``sources``), or every
-        ``explore_every``-th proposal the explorer where that is given (0: the walk only)."""
+        """Who proposes next: None (the sampler) for the start, then the walk. While nothing has failed, where the
+        knowledge base said nothing of the space (no unsafe value, no parameters that grow together), the walk or
+        the explorer, chosen by what has improved the incumbent on this task (``sources``); where it did, every
+        ``explore_every``-th proposal the sampler's (0: the walk alone everywhere)."""
         asked = len(self.results) + len(self.pending)
         if asked < self.n_start or self.best() is None:
             return None
-        if self._failures():
+        if self._failures() or not self.explore_every:
             return WALK
-        if self.explore_every is None:
+        if self.explorer and not (self.known_causes or self.together):
             return self.sources.select()
-        return EXPLORE if self.explore_every and asked % self.explore_every == 0 else WALK
+        return None if asked % self.explore_every == 0 else WALK
 
     def _explore(self) -> tuple[int, ...] | None:
-        """The exploring sampler's proposal: with ``explorer`` given, a fresh study of it told every result so far
-        (the configs under way as running trials), asked once; else the tuner's own sampler's (asked by ``ask``)."""
-        if self.explorer is None:
+        """The explorer's proposal: a fresh study of it told every result so far (the configs under way as running
+        trials), asked once; where the explorer is the tuner's own kind of sampler, that one's (asked by ``ask``)."""
+        if self._own_explorer:
             return None
         explorer = OptunaTuner(space=self.space, sampler=self.explorer, seed=self._explorer_seed + self.explored,
                                n_startup_trials=max(self.n_start, 1) if self.explorer in ("tpe", "gp") else None)

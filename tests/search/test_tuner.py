@@ -201,7 +201,8 @@ def test_a_choice_seen_to_cost_time_is_not_paid_for_again_with_another_value_bes
 def test_the_walk_and_the_explorer_share_the_proposals_by_what_improves_the_incumbent() -> None:
     """After the start, while nothing has failed, the walk and the exploring sampler (TPE) each propose as often as
     their proposals have improved the incumbent on this task; once anything fails, the walk alone proposes (the
-    failures shape the space, and the walk follows them)."""
+    failures shape the space, and the walk follows them). Where the knowledge base gave hints of the space, the
+    explorer has no share: every third proposal is the tuner's sampler's, as before."""
     bandit = BetaBandit((WALK, EXPLORE), seed=0)
     for _ in range(8):
         bandit.update(WALK, False)
@@ -223,3 +224,10 @@ def test_the_walk_and_the_explorer_share_the_proposals_by_what_improves_the_incu
     assert sum(tuner.sources.outcomes[EXPLORE]) > 0 and tuner.explored > 0
     tuner.tell(tuner.ask(), None)  # a resource failure
     assert all(tuner._source() == WALK for _ in range(20))
+
+    hinted = StructureTuner(space=space, seed=0, sampler="cmaes", moves_together=[("BLOCK", "num_warps")])
+    for _ in range(14):
+        idx = hinted.ask()
+        assert hinted._source_of.get(idx) != EXPLORE
+        hinted.tell(idx, ms(idx))
+    assert hinted.explored == 0 and sum(map(sum, hinted.sources.outcomes.values())) > 0
