@@ -119,6 +119,79 @@ def _as_layout(module: Any, fmt: Any) -> Any:
     return m
 
 
+#: Whole-task builds (``--builds``): torch.compile's default, and Inductor's Triton convolution template
+#: (max-autotune with Triton as the only convolution backend, the epilogue fused) with its dot in each precision.
+#: Inductor writes the template's dot ``allow_tf32=ALLOW_TF32`` from ``torch.backends.cudnn.fp32_precision``, which is
+#: "none" by default (while cuDNN's own convolutions may take TF32): the template then runs exact fp32 on FMA units.
+BUILDS = {"compile": None, "tpl-tf32": 'input_precision="tf32"', "tpl-tf32x3": 'input_precision="tf32x3"',
+          "tpl-bf16x3": 'input_precision="bf16x3"', "tpl-ieee": 'input_precision="ieee"'}
+
+
+class _Rendered:
+    def __init__(self, inner: Any, dot: str) -> None:
+        self.inner, self.dot = inner, dot
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        return self.inner.render(*args, **kwargs).replace("allow_tf32=ALLOW_TF32", self.dot)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def build_task(spec: str, names: list[str], device: str, deadline: float) -> dict[str, Any]:
+    """Eager, torch.compile and the template builds of one task at its main shape: relative RMS error of each
+    against the float64 reference (signed inputs), the reference's own, compile seconds, and times."""
+    import copy
+
+    import torch
+    import torch._inductor.kernel.conv  # noqa: F401  (its templates registered)
+    from torch._inductor.select_algorithm import TritonTemplate
+
+    from evoforge.task import Task, load_task_module
+
+    tm = load_task_module(Task.load(spec))
+    torch.manual_seed(0)
+    model = tm.Model(*tm.get_init_inputs()).to(device).eval()
+    torch.manual_seed(1)
+    with torch.device(device):
+        made = tm.get_inputs()
+    inputs = [(x * 2 - 1 if x.min() >= 0 else x).to(device) if isinstance(x, torch.Tensor) else x for x in made]
+    with torch.no_grad():
+        ref64 = copy.deepcopy(model).double()(*[x.double() if isinstance(x, torch.Tensor) else x for x in inputs])
+
+        def err(out: Any) -> float:
+            return float(((out.double() - ref64).norm() / ref64.norm().clamp_min(1e-30)).item())
+
+        row: dict[str, Any] = {"spec": spec, "errors": {"eager": err(model(*inputs))}, "compile_s": {}}
+        fns: dict[str, Any] = {"eager": lambda: model(*inputs)}
+        for name in names:
+            if time.perf_counter() > deadline:
+                row.setdefault("left", []).append(name)
+                continue
+            torch._dynamo.reset()
+            dot = BUILDS[name]
+            templates = list(TritonTemplate.all_templates.values()) if dot else []
+            for t in templates:
+                t.template = _Rendered(t.template, dot)
+            try:
+                options = ({"max_autotune": True, "max_autotune_conv_backends": "TRITON", "fx_graph_cache": False}
+                           if dot else {})
+                compiled = torch.compile(copy.deepcopy(model), options=options or None)
+                t0 = time.perf_counter()
+                out = compiled(*inputs)
+                row["compile_s"][name] = round(time.perf_counter() - t0, 1)
+                row["errors"][name] = err(out)
+                fns[name] = lambda c=compiled: c(*inputs)
+            except Exception as e:  # noqa: BLE001
+                row.setdefault("build_errors", {})[name] = f"{type(e).__name__}: {str(e)[:300]}"
+            finally:
+                for t in templates:
+                    t.template = t.template.inner
+        if device == "cuda":
+            row["ms"] = _load("kernelbench_coverage")._bench_together(fns, 0)
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", nargs="+", required=True)
@@ -128,6 +201,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="on the CPU: the wiring, nothing timed")
     ap.add_argument("--set", action="append", default=[], help="NAME=VALUE: a module constant (small sizes for --smoke)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--builds", nargs="*", help=f"whole-task builds to time instead ({', '.join(BUILDS)})")
     args = ap.parse_args()
     import torch
 
@@ -135,6 +209,20 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = args.out / "conv_algos.jsonl"
     t0 = time.perf_counter()
+    if args.builds:
+        for spec in args.tasks:
+            try:
+                row = build_task(spec, args.builds, device, t0 + args.deadline)
+            except Exception as e:  # noqa: BLE001
+                row = {"spec": spec, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            with (args.out / "conv_builds.jsonl").open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            ms = row.get("ms") or {}
+            print(spec, {k: (round(v, 4), round(ms["compile"] / v, 3) if "compile" in ms else None,
+                             f"{row['errors'].get(k, float('nan')):.1e}") for k, v in ms.items()},
+                  row.get("compile_s"), row.get("build_errors") or row.get("error") or "", flush=True)
+            torch.cuda.empty_cache() if device == "cuda" else None
+        args.tasks = []
     for spec in args.tasks:
         if time.perf_counter() - t0 > args.deadline:
             print(f"{spec}: left, past the deadline", flush=True)
