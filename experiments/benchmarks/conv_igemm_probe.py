@@ -1,0 +1,229 @@
+"""How fast an implicit-GEMM convolution in Triton can be on a task's convolution (issues R and U), before any of it
+goes into a seed: a 2-D convolution over channels-last (NHWC) input, each program an output tile of BLOCK_M pixels
+by BLOCK_N channels, its K loop one flat loop over the kernel's taps and channel blocks (so that Triton's pipeliner
+overlaps the gathers with the dots), the weights as [KH, KW, C, K_out]; with FLAT_K the (tap, channel) pairs are
+gathered element by element (few input channels: 3 or 8). Timed against cuDNN (channels-last TF32, the layout
+torch.compile's static build gives it, and the reference's own NCHW call) at the task's shape, each config checked
+against the float64 convolution (relative RMS).
+
+    python3 -P experiments/benchmarks/conv_igemm_probe.py --tasks L2/1 L2/82 --out $OUT        # GPU
+    TRITON_INTERPRET=1 python3 experiments/benchmarks/conv_igemm_probe.py --check                  # CPU: correctness
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@triton.jit
+def conv2d_nhwc(x, w, y, M, H, W, C, OH, OW, K_OUT, SH, SW, PH, PW,
+                KH: tl.constexpr, KW: tl.constexpr, FLAT_K: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                PRECISION: tl.constexpr):
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(K_OUT, BLOCK_N)
+    width = GROUP_M * grid_n
+    group = pid // width
+    first_m = group * GROUP_M
+    size_m = min(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % size_m
+    pid_n = (pid % width) // size_m
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ow = offs_m % OW
+    oh = (offs_m // OW) % OH
+    n = offs_m // (OW * OH)
+    ih0 = oh * SH - PH
+    iw0 = ow * SW - PW
+    in_m = offs_m < M
+    in_n = offs_n < K_OUT
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if FLAT_K:
+        KTOT = KH * KW * C
+        for k0 in range(0, KTOT, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            c = offs_k % C
+            tap = offs_k // C
+            kh = tap // KW
+            kw = tap % KW
+            ih = ih0[:, None] + kh[None, :]
+            iw = iw0[:, None] + kw[None, :]
+            ok = (in_m[:, None] & (offs_k < KTOT)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
+            a = tl.load(x + ((n[:, None] * H + ih) * W + iw) * C + c[None, :], mask=ok, other=0.0)
+            b = tl.load(w + offs_k[:, None] * K_OUT + offs_n[None, :],
+                        mask=(offs_k < KTOT)[:, None] & in_n[None, :], other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    else:
+        CB = tl.cdiv(C, BLOCK_K)
+        for kk in range(0, KH * KW * CB):
+            c0 = (kk % CB) * BLOCK_K
+            tap = kk // CB
+            kh = tap // KW
+            kw = tap % KW
+            ih = ih0 + kh
+            iw = iw0 + kw
+            offs_k = c0 + tl.arange(0, BLOCK_K)
+            ok_m = in_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            a = tl.load(x + (((n * H + ih) * W + iw) * C)[:, None] + offs_k[None, :],
+                        mask=ok_m[:, None] & (offs_k < C)[None, :], other=0.0)
+            b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :],
+                        mask=(offs_k < C)[:, None] & in_n[None, :], other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    tl.store(y + offs_m[:, None] * K_OUT + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
+
+
+def conv2d_igemm(x: torch.Tensor, weight: torch.Tensor, stride: tuple[int, int], padding: tuple[int, int],
+                 p: dict[str, Any]) -> torch.Tensor:
+    """conv2d (no bias, no dilation, one group) as the kernel computes it; the output is NCHW-shaped and
+    channels-last in memory. ``x`` is made channels-last here (counted in the time, as a build's transpose is)."""
+    n, c, h, wd = x.shape
+    k_out, _, kh, kw = weight.shape
+    oh = (h + 2 * padding[0] - kh) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - kw) // stride[1] + 1
+    xl = x.contiguous(memory_format=torch.channels_last)
+    wt = p["_w"] if "_w" in p else weight.permute(2, 3, 1, 0).contiguous()
+    y = torch.empty((n, k_out, oh, ow), device=x.device, dtype=torch.float32, memory_format=torch.channels_last)
+    m = n * oh * ow
+    grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(k_out, p["BLOCK_N"]),)
+    conv2d_nhwc[grid](xl, wt, y, m, h, wd, c, oh, ow, k_out, stride[0], stride[1], padding[0], padding[1],
+                      KH=kh, KW=kw, FLAT_K=p["FLAT_K"], BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"],
+                      BLOCK_K=p["BLOCK_K"], GROUP_M=p.get("GROUP_M", 8), PRECISION=p["PRECISION"],
+                      num_warps=p["num_warps"], num_stages=p["num_stages"])
+    return y
+
+
+def configs(c: int, precisions: list[str]) -> list[dict[str, Any]]:
+    flat = c < 16
+    tiles = [(128, 128, 32, 8, 3), (128, 128, 32, 4, 3), (128, 64, 32, 4, 4), (256, 128, 32, 8, 3),
+             (128, 256, 32, 8, 3), (64, 128, 32, 4, 4), (128, 128, 64, 8, 3), (256, 64, 32, 8, 4)]
+    out = []
+    for prec in precisions:
+        for bm, bn, bk, warps, stages in tiles:
+            out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 16 if flat and bk > 16 else bk, "num_warps": warps,
+                        "num_stages": stages, "FLAT_K": flat, "PRECISION": prec})
+    return out
+
+
+def check() -> None:
+    """On the interpreter: small odd convolutions, both K forms, against torch in float64."""
+    torch.manual_seed(0)
+    for (n, c, h, w, k, kh, s, pd) in [(2, 3, 9, 7, 5, 3, 1, 0), (1, 20, 8, 6, 6, 3, 2, 1), (2, 8, 5, 5, 4, 1, 1, 0)]:
+        x = torch.randn(n, c, h, w)
+        wt = torch.randn(k, c, kh, kh)
+        ref = torch.nn.functional.conv2d(x.double(), wt.double(), stride=s, padding=pd)
+        for flat in (True, False):
+            got = conv2d_igemm(x, wt, (s, s), (pd, pd), {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "FLAT_K": flat,
+                                                          "num_warps": 1, "num_stages": 1, "PRECISION": "ieee"})
+            err = float((got.double() - ref).abs().max())
+            print(f"N{n} C{c} {h}x{w} K{k} {kh}x{kh} s{s} p{pd} flat={flat}: max abs err {err:.1e}")
+            assert err < 1e-3, err
+
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def probe(spec: str, precisions: list[str], deadline: float) -> dict[str, Any]:
+    import triton.testing
+
+    calls = _load("conv_algos").conv_calls(spec, "cuda", 1)
+    mod, x0 = calls[0]["module"], calls[0]["x"]
+    torch.manual_seed(2)
+    x = torch.randn_like(x0) * x0.float().std().clamp_min(1e-3)
+    w = mod.weight.detach()
+    stride, padding = tuple(mod.stride), tuple(mod.padding)
+    ref64 = torch.nn.functional.conv2d(x.double(), w.double(), stride=stride, padding=padding)
+
+    def err(out: torch.Tensor) -> float:
+        return float(((out.double() - ref64).norm() / ref64.norm()).item())
+
+    cudnn = torch.backends.cudnn
+    xl = x.contiguous(memory_format=torch.channels_last)
+    wl = w.contiguous(memory_format=torch.channels_last)
+
+    def cudnn_cl(tf32: bool):
+        def f():
+            with cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=tf32):
+                return torch.nn.functional.conv2d(xl, wl, stride=stride, padding=padding)
+        return f
+
+    def cudnn_nchw():
+        return torch.nn.functional.conv2d(x, w, stride=stride, padding=padding)
+
+    def bench(f) -> float:
+        return float(triton.testing.do_bench(f, warmup=25, rep=100, return_mode="median"))
+
+    row: dict[str, Any] = {"spec": spec, "x": list(x.shape), "weight": list(w.shape), "stride": list(stride),
+                           "padding": list(padding), "baselines": {}, "configs": []}
+    for name, f in {"cudnn_cl_tf32": cudnn_cl(True), "cudnn_cl_fp32": cudnn_cl(False), "cudnn_nchw": cudnn_nchw}.items():
+        row["baselines"][name] = {"ms": bench(f), "err": err(f())}
+    wt = w.permute(2, 3, 1, 0).contiguous()
+    for p in configs(x.shape[1], precisions):
+        if time.perf_counter() > deadline:
+            row["left"] = True
+            break
+        p = dict(p, _w=wt)
+        try:
+            out = conv2d_igemm(x, w, stride, padding, p)
+            e = err(out)
+            ms = bench(lambda p=p: conv2d_igemm(x, w, stride, padding, p))
+            p.pop("_w")
+            row["configs"].append({**p, "ms": ms, "err": e})
+        except Exception as ex:  # noqa: BLE001
+            p.pop("_w")
+            row["configs"].append({**p, "error": f"{type(ex).__name__}: {str(ex)[:200]}"})
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", nargs="*", default=[])
+    ap.add_argument("--precisions", nargs="*", default=["tf32", "tf32x3", "bf16x3"])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--deadline", type=float, default=400.0)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    if args.check:
+        check()
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for spec in args.tasks:
+        row = probe(spec, args.precisions, t0 + args.deadline)
+        with (args.out / "conv_igemm.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        base = row["baselines"]["cudnn_cl_tf32"]["ms"]
+        print(spec, row["x"], row["weight"], {k: (round(v["ms"], 3), f"{v['err']:.1e}") for k, v in row["baselines"].items()})
+        for c in sorted((c for c in row["configs"] if "ms" in c), key=lambda c: (c["PRECISION"], c["ms"]))[:12]:
+            print(f"   {c['PRECISION']:7s} {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}"
+                  f" {c['ms']:.3f} ms ({base / c['ms']:.2f}x cuDNN cl tf32) err {c['err']:.1e}")
+        for c in row["configs"]:
+            if "error" in c:
+                print("   error", c["PRECISION"], c["BLOCK_M"], c["BLOCK_N"], c["error"][:120])
+                break
+    meta = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes"), "torch": torch.__version__,
+            "triton": triton.__version__, "gpu": torch.cuda.get_device_name(0), "argv": sys.argv[1:],
+            "script": "experiments/benchmarks/conv_igemm_probe.py", "cudnn": torch.backends.cudnn.version()}
+    (args.out / "conv_igemm.meta.json").write_text(json.dumps(meta, indent=1))
+
+
+if __name__ == "__main__":
+    main()
