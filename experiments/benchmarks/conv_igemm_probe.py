@@ -1,5 +1,6 @@
 """How fast an implicit-GEMM convolution in Triton can be on a task's convolution (issues R and U), before any of it
-goes into a seed: a 2-D convolution over channels-last (NHWC) input, each program an output tile of BLOCK_M pixels
+goes into a seed: a 2-D convolution over channels-last (NHWC) input, its sizes constexprs (a main-shape build: rows aligned to the channel count, so the
+loads vectorise), each program an output tile of BLOCK_M pixels
 by BLOCK_N channels, its K loop one flat loop over the kernel's taps and channel blocks (so that Triton's pipeliner
 overlaps the gathers with the dots), the weights as [KH, KW, C, K_out]; with FLAT_K the (tap, channel) pairs are
 gathered element by element (few input channels: 3 or 8). Timed against cuDNN (channels-last TF32, the layout
@@ -29,8 +30,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @triton.jit
-def conv2d_nhwc(x, w, y, M, H, W, C, OH, OW, K_OUT, SH, SW, PH, PW,
-                KH: tl.constexpr, KW: tl.constexpr, FLAT_K: tl.constexpr,
+def conv2d_nhwc(x, w, y, M, H: tl.constexpr, W: tl.constexpr, C: tl.constexpr, OH: tl.constexpr,
+                OW: tl.constexpr, K_OUT: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr,
+                PW: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, FLAT_K: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                 PRECISION: tl.constexpr):
     pid = tl.program_id(0)
@@ -78,10 +80,15 @@ def conv2d_nhwc(x, w, y, M, H, W, C, OH, OW, K_OUT, SH, SW, PH, PW,
             iw = iw0 + kw
             offs_k = c0 + tl.arange(0, BLOCK_K)
             ok_m = in_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            a = tl.load(x + (((n * H + ih) * W + iw) * C)[:, None] + offs_k[None, :],
-                        mask=ok_m[:, None] & (offs_k < C)[None, :], other=0.0)
-            b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :],
-                        mask=(offs_k < C)[:, None] & in_n[None, :], other=0.0)
+            if C % BLOCK_K == 0:  # whole channel blocks: no mask along K, so the loads vectorise
+                a = tl.load(x + (((n * H + ih) * W + iw) * C)[:, None] + offs_k[None, :], mask=ok_m[:, None],
+                            other=0.0)
+                b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :], mask=in_n[None, :], other=0.0)
+            else:
+                a = tl.load(x + (((n * H + ih) * W + iw) * C)[:, None] + offs_k[None, :],
+                            mask=ok_m[:, None] & (offs_k < C)[None, :], other=0.0)
+                b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :],
+                            mask=(offs_k < C)[:, None] & in_n[None, :], other=0.0)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     tl.store(y + offs_m[:, None] * K_OUT + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
 
@@ -94,7 +101,7 @@ def conv2d_igemm(x: torch.Tensor, weight: torch.Tensor, stride: tuple[int, int],
     k_out, _, kh, kw = weight.shape
     oh = (h + 2 * padding[0] - kh) // stride[0] + 1
     ow = (wd + 2 * padding[1] - kw) // stride[1] + 1
-    xl = x.contiguous(memory_format=torch.channels_last)
+    xl = x if x.is_contiguous(memory_format=torch.channels_last) else x.contiguous(memory_format=torch.channels_last)
     wt = p["_w"] if "_w" in p else weight.permute(2, 3, 1, 0).contiguous()
     y = torch.empty((n, k_out, oh, ow), device=x.device, dtype=torch.float32, memory_format=torch.channels_last)
     m = n * oh * ow
@@ -156,7 +163,7 @@ def probe(spec: str, precisions: list[str], deadline: float) -> dict[str, Any]:
         return float(((out.double() - ref64).norm() / ref64.norm()).item())
 
     cudnn = torch.backends.cudnn
-    xl = x.contiguous(memory_format=torch.channels_last)
+    xl = x if x.is_contiguous(memory_format=torch.channels_last) else x.contiguous(memory_format=torch.channels_last)
     wl = w.contiguous(memory_format=torch.channels_last)
 
     def cudnn_cl(tf32: bool):
@@ -176,6 +183,8 @@ def probe(spec: str, precisions: list[str], deadline: float) -> dict[str, Any]:
     for name, f in {"cudnn_cl_tf32": cudnn_cl(True), "cudnn_cl_fp32": cudnn_cl(False), "cudnn_nchw": cudnn_nchw}.items():
         row["baselines"][name] = {"ms": bench(f), "err": err(f())}
     wt = w.permute(2, 3, 1, 0).contiguous()
+    # The kernel is given the channels-last input, as cuDNN above is (a build's transpose is the same for both).
+    x = xl
     for p in configs(x.shape[1], precisions):
         if time.perf_counter() > deadline:
             row["left"] = True
