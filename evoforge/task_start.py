@@ -207,6 +207,7 @@ class TaskStarts:
     def _inductor_seed(self, task: Task) -> Candidate:
         """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured by
         ``_capture_inductor``; where Inductor's code cannot be a candidate, one line says why."""
+        from evoforge.mutators.conv_kernel import TRITON_CONV, with_triton_conv
         from evoforge.mutators.inductor_seed import (
             INDUCTOR_SEED,
             INDUCTOR_VARIANT,
@@ -242,6 +243,14 @@ class TaskStarts:
             atomic_write(variant_file, made)
             variants.append(Candidate.from_source(made, task=task.name, operator=INDUCTOR_VARIANT, meta={
                 "seed_file": str(variant_file), "compute_rule": rule, "inductor_config": variant["name"]}))
+        # The main-shape build's 2-D convolutions in a Triton kernel of the seed's own instead of cuDNN's (its bf16
+        # parts on tensor cores: exact where cuDNN's fast path is TF32); the chain judges it as it judges the seed.
+        conv = with_triton_conv(source, start_precision="bf16x3" if capture.device.startswith("cuda") else "ieee")
+        if conv is not None:
+            variant_file = folder / f"{stem}.{TRITON_CONV}.py"
+            atomic_write(variant_file, conv)
+            variants.append(Candidate.from_source(conv, task=task.name, operator=INDUCTOR_VARIANT, meta={
+                "seed_file": str(variant_file), "compute_rule": rule, "inductor_config": TRITON_CONV}))
         self.variant_starts[task.name] = variants
         return Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED,
                                      meta={"seed_file": str(seed_file), "compute_rule": rule})

@@ -1,0 +1,120 @@
+"""The seed's 2-D convolution as a Triton implicit GEMM of its own (``triton-conv``), judged by the chain on the
+interpreter: the main-shape path computes it, the shape-generic path keeps cuDNN's, and the rewrites that would get
+a wrong convolution past a weaker check fail."""
+
+from __future__ import annotations
+
+import pytest
+from evoforge.backends.static import static_check
+from evoforge.mutators.conv_kernel import TRITON_CONV, with_triton_conv
+from evoforge.mutators.inductor_seed import InductorCapture, seed_from_capture
+
+from evoforge.core import Candidate
+from tests.conftest import FIXTURES
+
+L2_87 = FIXTURES / "inductor" / "level2_87_Conv2d_Subtract_Subtract_Mish.main.cpu.json"
+SMALL = {"batch_size": 2, "in_channels": 3, "out_channels": 8, "height": 16, "width": 16}
+
+
+@pytest.fixture(scope="module")
+def conv_seed() -> str:
+    return seed_from_capture(InductorCapture.from_json(L2_87.read_text()), allow_ops=("convolution",))
+
+
+@pytest.fixture(scope="module")
+def conv_task():
+    from evoforge.task import Task
+
+    return Task.load("L2/87", overrides=SMALL, allow_ops=["convolution"])
+
+
+def _judge(evaluator, task, source: str):
+    return evaluator.evaluate(task, Candidate.from_source(source, task=task.name, operator="inductor-variant"))
+
+
+def test_the_main_shape_convolution_runs_in_the_seeds_own_kernel_and_passes_the_chain(conv_seed, conv_task,
+                                                                                       interpreter_evaluator):
+    source = with_triton_conv(conv_seed, start_precision="ieee")
+    assert source is not None and static_check(source) is None
+    main = source[source.index("def forward_main_shape"):source.index("def forward_any_shape")]
+    generic = source[source.index("def forward_any_shape"):]
+    assert "torch.convolution" not in main and "_evoforge_conv2d(" in main
+    assert "convolution" in generic  # the other shapes keep the seed's generic path
+    assert {"conv0_BLOCK_M", "conv0_PRECISION"} <= set(Candidate.from_source(source, task="t").space)
+    result = _judge(interpreter_evaluator, conv_task, source)
+    assert result.ok, result.message
+    assert "_evoforge_conv2d_nhwc" in result.details["kernels"]["main"]
+
+
+@pytest.mark.parametrize("wrong", [
+    ("(1, 1), (0, 0), 'conv0_')", "(1, 1), (1, 1), 'conv0_')"),  # another padding: the output's size moves
+    ("HAS_BIAS=bias is not None", "HAS_BIAS=False"),  # the bias dropped: every output off by a constant per channel
+    ("KTOT: tl.constexpr = KH * KW * C", "KTOT: tl.constexpr = KH * KW * C - 1"),  # the last (tap, channel) skipped
+])
+def test_a_kernel_that_gets_the_convolution_wrong_fails_the_chain(conv_seed, conv_task, interpreter_evaluator, wrong):
+    source = with_triton_conv(conv_seed, start_precision="ieee")
+    assert wrong[0] in source
+    result = _judge(interpreter_evaluator, conv_task, source.replace(wrong[0], wrong[1]))
+    assert not result.ok and result.status.value in ("incorrect", "runtime_error"), result.status
+
+
+def test_only_plain_2d_convolutions_are_rewritten(conv_seed):
+    call = "stride=(1, 1), padding=(0, 0), dilation=(1, 1), transposed=False, output_padding=(0, 0), groups=1"
+    assert call in conv_seed
+    for plain, other in [("dilation=(1, 1)", "dilation=(2, 2)"), ("transposed=False", "transposed=True"),
+                         ("groups=1", "groups=2"), ("output_padding=(0, 0)", "output_padding=(1, 1)")]:
+        changed = conv_seed.replace(call, call.replace(plain, other))
+        assert changed != conv_seed
+        assert with_triton_conv(changed) is None, other
+    assert with_triton_conv(with_triton_conv(conv_seed)) is None  # once is all
+
+
+def test_the_kernel_computes_strided_padded_convolutions_in_either_layout():
+    """The launcher at odd sizes, stride 2 and padding 1, few channels (the flat gather) and more channels than a
+    K block holds (a masked last block), for NCHW and channels-last input: the convolution, laid out as cuDNN lays
+    it out."""
+    import subprocess
+    import sys
+
+    script = '''
+import os, torch, triton, triton.language as tl
+from evoforge.mutators.conv_kernel import KERNEL_SOURCE
+PARAMS = {"c_BLOCK_M": 16, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 8, "c_num_warps": 1, "c_num_stages": 1,
+          "c_PRECISION": "ieee"}
+exec(KERNEL_SOURCE)
+torch.manual_seed(0)
+for c, s, p, bias in [(3, 2, 1, True), (20, 1, 1, False), (17, 2, 0, True)]:
+    x, w = torch.randn(2, c, 9, 7), torch.randn(5, c, 3, 3)
+    b = torch.randn(5) if bias else None
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), None if b is None else b.double(), stride=s, padding=p)
+    for layout in (torch.contiguous_format, torch.channels_last):
+        xi = x.contiguous(memory_format=layout)
+        got = _evoforge_conv2d(xi, w, b, (s, s), (p, p), "c_")
+        cudnn_like = torch.nn.functional.conv2d(xi, w, b, stride=s, padding=p)
+        assert got.stride() == cudnn_like.stride(), (got.stride(), cudnn_like.stride())
+        assert (got.double() - ref).abs().max() < 1e-4, (c, s, p, layout)
+print("ok")
+'''
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_a_convolution_task_starts_its_triton_conv_variant_beside_the_seed(tmp_path):
+    """Set-up: a captured convolution task's starts hold the ``triton-conv`` variant, written beside the seed."""
+    from evoforge.config import CampaignConfig, TaskConfig
+    from evoforge.task import Task
+    from evoforge.task_start import TaskStarts
+
+    task = Task.load("L2/87", overrides=SMALL, allow_ops=["convolution"])
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / f"{task.name.replace('/', '_')}.inductor.json").write_text(L2_87.read_text())
+    starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec="L2/87")]), backend=None, run_dir=tmp_path,
+                        generate=False)
+    seed = starts._inductor_seed(task)
+    variants = {v.meta["inductor_config"]: v for v in starts.variant_starts[task.name]}
+    assert TRITON_CONV in variants and "torch.convolution" in seed.source
+    conv = variants[TRITON_CONV]
+    assert conv.params["conv0_PRECISION"] == "ieee"  # captured on the CPU: the interpreter's exact dot
+    assert (seeds / f"{task.name.replace('/', '_')}.{TRITON_CONV}.py").read_text() == conv.source
