@@ -29,88 +29,23 @@ import triton.language as tl
 REPO = Path(__file__).resolve().parents[2]
 
 
-@triton.jit
-def conv2d_nhwc(x, w, y, M, H: tl.constexpr, W: tl.constexpr, C: tl.constexpr, OH: tl.constexpr,
-                OW: tl.constexpr, K_OUT: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr,
-                PW: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, FLAT_K: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                PRECISION: tl.constexpr):
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(K_OUT, BLOCK_N)
-    width = GROUP_M * grid_n
-    group = pid // width
-    first_m = group * GROUP_M
-    size_m = min(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % size_m
-    pid_n = (pid % width) // size_m
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ow = offs_m % OW
-    oh = (offs_m // OW) % OH
-    n = offs_m // (OW * OH)
-    ih0 = oh * SH - PH
-    iw0 = ow * SW - PW
-    in_m = offs_m < M
-    in_n = offs_n < K_OUT
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if FLAT_K:
-        KTOT = KH * KW * C
-        for k0 in range(0, KTOT, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            c = offs_k % C
-            tap = offs_k // C
-            kh = tap // KW
-            kw = tap % KW
-            ih = ih0[:, None] + kh[None, :]
-            iw = iw0[:, None] + kw[None, :]
-            ok = (in_m[:, None] & (offs_k < KTOT)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
-            a = tl.load(x + ((n[:, None] * H + ih) * W + iw) * C + c[None, :], mask=ok, other=0.0)
-            b = tl.load(w + offs_k[:, None] * K_OUT + offs_n[None, :],
-                        mask=(offs_k < KTOT)[:, None] & in_n[None, :], other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
-    else:
-        CB = tl.cdiv(C, BLOCK_K)
-        for kk in range(0, KH * KW * CB):
-            c0 = (kk % CB) * BLOCK_K
-            tap = kk // CB
-            kh = tap // KW
-            kw = tap % KW
-            ih = ih0 + kh
-            iw = iw0 + kw
-            offs_k = c0 + tl.arange(0, BLOCK_K)
-            ok_m = in_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            if C % BLOCK_K == 0:  # whole channel blocks: no mask along K, so the loads vectorise
-                a = tl.load(x + (((n * H + ih) * W + iw) * C)[:, None] + offs_k[None, :], mask=ok_m[:, None],
-                            other=0.0)
-                b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :], mask=in_n[None, :], other=0.0)
-            else:
-                a = tl.load(x + (((n * H + ih) * W + iw) * C)[:, None] + offs_k[None, :],
-                            mask=ok_m[:, None] & (offs_k < C)[None, :], other=0.0)
-                b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :],
-                            mask=(offs_k < C)[:, None] & in_n[None, :], other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
-    tl.store(y + offs_m[:, None] * K_OUT + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
+#: The kernel and its launcher as a seed carries them (``mutators/conv_kernel.py``), run here with the config given.
+#: The probe's own copy of v1 and v2 (the rows of conv_igemm_2026-12-04_v1/v2.jsonl) is in git's history at 6e454e2
+#: and 78fa06e; v2 is the kernel the seed carries.
+_KERNEL: dict[str, Any] = {"torch": torch, "triton": triton, "tl": tl, "PARAMS": {}}
 
 
 def conv2d_igemm(x: torch.Tensor, weight: torch.Tensor, stride: tuple[int, int], padding: tuple[int, int],
                  p: dict[str, Any]) -> torch.Tensor:
-    """conv2d (no bias, no dilation, one group) as the kernel computes it; the output is NCHW-shaped and
-    channels-last in memory. ``x`` is made channels-last here (counted in the time, as a build's transpose is)."""
-    n, c, h, wd = x.shape
-    k_out, _, kh, kw = weight.shape
-    oh = (h + 2 * padding[0] - kh) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - kw) // stride[1] + 1
-    xl = x if x.is_contiguous(memory_format=torch.channels_last) else x.contiguous(memory_format=torch.channels_last)
-    wt = p["_w"] if "_w" in p else weight.permute(2, 3, 1, 0).contiguous()
-    y = torch.empty((n, k_out, oh, ow), device=x.device, dtype=torch.float32, memory_format=torch.channels_last)
-    m = n * oh * ow
-    grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(k_out, p["BLOCK_N"]),)
-    conv2d_nhwc[grid](xl, wt, y, m, h, wd, c, oh, ow, k_out, stride[0], stride[1], padding[0], padding[1],
-                      KH=kh, KW=kw, FLAT_K=p["FLAT_K"], BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"],
-                      BLOCK_K=p["BLOCK_K"], GROUP_M=p.get("GROUP_M", 8), PRECISION=p["PRECISION"],
-                      num_warps=p["num_warps"], num_stages=p["num_stages"])
-    return y
+    """conv2d (no bias, no dilation, one group) as a seed's ``_evoforge_conv2d`` computes it with the config ``p``;
+    the output is NCHW-shaped and laid out as cuDNN's. (``FLAT_K``, the launcher's own choice, is not taken from p.)"""
+    if "_evoforge_conv2d" not in _KERNEL:
+        from evoforge.mutators.conv_kernel import KERNEL_SOURCE
+
+        exec(compile(KERNEL_SOURCE, "evoforge.mutators.conv_kernel.KERNEL_SOURCE", "exec"), _KERNEL)
+    _KERNEL["PARAMS"].update({f"p_{k}": v for k, v in p.items()})
+    _KERNEL["PARAMS"].setdefault("p_GROUP_M", 8)
+    return _KERNEL["_evoforge_conv2d"](x, weight, None, stride, padding, "p_")
 
 
 def configs(c: int, precisions: list[str]) -> list[dict[str, Any]]:
@@ -126,18 +61,18 @@ def configs(c: int, precisions: list[str]) -> list[dict[str, Any]]:
 
 
 def check() -> None:
-    """On the interpreter: small odd convolutions, both K forms, against torch in float64."""
+    """On the interpreter: small odd convolutions (the flat gather below 16 channels, channel blocks above), against
+    torch in float64."""
     torch.manual_seed(0)
     for (n, c, h, w, k, kh, s, pd) in [(2, 3, 9, 7, 5, 3, 1, 0), (1, 20, 8, 6, 6, 3, 2, 1), (2, 8, 5, 5, 4, 1, 1, 0)]:
         x = torch.randn(n, c, h, w)
         wt = torch.randn(k, c, kh, kh)
         ref = torch.nn.functional.conv2d(x.double(), wt.double(), stride=s, padding=pd)
-        for flat in (True, False):
-            got = conv2d_igemm(x, wt, (s, s), (pd, pd), {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "FLAT_K": flat,
-                                                          "num_warps": 1, "num_stages": 1, "PRECISION": "ieee"})
-            err = float((got.double() - ref).abs().max())
-            print(f"N{n} C{c} {h}x{w} K{k} {kh}x{kh} s{s} p{pd} flat={flat}: max abs err {err:.1e}")
-            assert err < 1e-3, err
+        got = conv2d_igemm(x, wt, (s, s), (pd, pd), {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 1,
+                                                      "num_stages": 1, "PRECISION": "ieee"})
+        err = float((got.double() - ref).abs().max())
+        print(f"N{n} C{c} {h}x{w} K{k} {kh}x{kh} s{s} p{pd}: max abs err {err:.1e}")
+        assert err < 1e-3, err
 
 
 def _load(name: str) -> Any:
@@ -182,22 +117,18 @@ def probe(spec: str, precisions: list[str], deadline: float) -> dict[str, Any]:
                            "padding": list(padding), "baselines": {}, "configs": []}
     for name, f in {"cudnn_cl_tf32": cudnn_cl(True), "cudnn_cl_fp32": cudnn_cl(False), "cudnn_nchw": cudnn_nchw}.items():
         row["baselines"][name] = {"ms": bench(f), "err": err(f())}
-    wt = w.permute(2, 3, 1, 0).contiguous()
     # The kernel is given the channels-last input, as cuDNN above is (a build's transpose is the same for both).
     x = xl
     for p in configs(x.shape[1], precisions):
         if time.perf_counter() > deadline:
             row["left"] = True
             break
-        p = dict(p, _w=wt)
         try:
             out = conv2d_igemm(x, w, stride, padding, p)
             e = err(out)
             ms = bench(lambda p=p: conv2d_igemm(x, w, stride, padding, p))
-            p.pop("_w")
             row["configs"].append({**p, "ms": ms, "err": e})
         except Exception as ex:  # noqa: BLE001
-            p.pop("_w")
             row["configs"].append({**p, "error": f"{type(ex).__name__}: {str(ex)[:200]}"})
     return row
 
