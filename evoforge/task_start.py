@@ -207,7 +207,7 @@ class TaskStarts:
     def _inductor_seed(self, task: Task) -> Candidate:
         """A task no template serves starts from torch.compile's Triton (``inductor-seed``), captured by
         ``_capture_inductor``; where Inductor's code cannot be a candidate, one line says why."""
-        from evoforge.mutators.conv_kernel import TRITON_CONV, with_triton_conv
+        from evoforge.mutators.conv_kernel import TRITON_CONV
         from evoforge.mutators.inductor_seed import (
             INDUCTOR_SEED,
             INDUCTOR_VARIANT,
@@ -226,10 +226,13 @@ class TaskStarts:
         if "no_seed" in data:
             return self._no_seed(task, data["no_seed"])
         capture = InductorCapture.from_json(text)
+        conv_build = _triton_conv_build(capture, tuple(task.allow_ops))
         try:
             source = seed_from_capture(capture, allow_ops=task.allow_ops)
         except NoInductorSeed as e:
-            return self._no_seed(task, str(e))
+            if conv_build is None or "convolution" in task.allow_ops:
+                return self._no_seed(task, str(e))
+            source, conv_build = conv_build, None  # under the strict rule the one start there is: the seed
         seed_file = folder / f"{stem}.py"
         atomic_write(seed_file, source)
         rule = "vendor ops allowed: " + ", ".join(task.allow_ops) if task.allow_ops else "strict"
@@ -243,13 +246,10 @@ class TaskStarts:
             atomic_write(variant_file, made)
             variants.append(Candidate.from_source(made, task=task.name, operator=INDUCTOR_VARIANT, meta={
                 "seed_file": str(variant_file), "compute_rule": rule, "inductor_config": variant["name"]}))
-        # The main-shape build's 2-D convolutions in a Triton kernel of the seed's own instead of cuDNN's (its bf16
-        # parts on tensor cores: exact where cuDNN's fast path is TF32); the chain judges it as it judges the seed.
-        conv = with_triton_conv(source, start_precision="bf16x3" if capture.device.startswith("cuda") else "ieee")
-        if conv is not None:
+        if conv_build is not None:
             variant_file = folder / f"{stem}.{TRITON_CONV}.py"
-            atomic_write(variant_file, conv)
-            variants.append(Candidate.from_source(conv, task=task.name, operator=INDUCTOR_VARIANT, meta={
+            atomic_write(variant_file, conv_build)
+            variants.append(Candidate.from_source(conv_build, task=task.name, operator=INDUCTOR_VARIANT, meta={
                 "seed_file": str(variant_file), "compute_rule": rule, "inductor_config": TRITON_CONV}))
         self.variant_starts[task.name] = variants
         return Candidate.from_source(source, task=task.name, operator=INDUCTOR_SEED,
@@ -278,3 +278,20 @@ class TaskStarts:
                     lifted.describe())
         return Candidate.from_source(lifted.source, task=task.name, operator=LIFTED_SEED,
                                      meta={**meta, **describe_lift(lifted)})
+
+
+def _triton_conv_build(capture: Any, allow_ops: tuple[str, ...]) -> str | None:
+    """torch.compile's build of the task with its main path's plain 2-D convolutions in a Triton kernel of the seed's
+    own instead of cuDNN's (``mutators/conv_kernel.py``: bf16 parts on tensor cores, exact where cuDNN's fast path is
+    TF32); under the strict rule (cuDNN not allowed) with every convolution of both paths in it, where each is plain
+    2-D. None where there is no such build. The chain judges it as it judges the seed."""
+    from evoforge.mutators.conv_kernel import with_triton_conv
+    from evoforge.mutators.inductor_seed import NoInductorSeed, seed_from_capture
+
+    strict = "convolution" not in allow_ops
+    try:
+        base = seed_from_capture(capture, allow_ops=(*allow_ops, "convolution") if strict else allow_ops)
+    except NoInductorSeed:
+        return None
+    precision = "bf16x3" if capture.device.startswith("cuda") else "ieee"  # the interpreter's dot: exact fp32 only
+    return with_triton_conv(base, start_precision=precision, generic=strict)

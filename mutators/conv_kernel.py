@@ -47,8 +47,8 @@ KERNEL_SOURCE = '''
 @triton.jit
 def _evoforge_conv2d_nhwc(x, w, bias, y, M, H: tl.constexpr, W: tl.constexpr, C: tl.constexpr, OH: tl.constexpr,
                           OW: tl.constexpr, K_OUT: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
-                          PH: tl.constexpr, PW: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-                          HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr,
+                          PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+                          KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr,
                           BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                           PRECISION: tl.constexpr):
     """y[m, k] = sum over taps and channels of x[n, ih, iw, c] * w[kh, kw, c, k]: channels-last x and y."""
@@ -76,8 +76,8 @@ def _evoforge_conv2d_nhwc(x, w, bias, y, M, H: tl.constexpr, W: tl.constexpr, C:
             offs_k = k0 + tl.arange(0, BLOCK_K)
             c = offs_k % C
             tap = offs_k // C
-            ih = ih0[:, None] + (tap // KW)[None, :]
-            iw = iw0[:, None] + (tap % KW)[None, :]
+            ih = ih0[:, None] + (tap // KW)[None, :] * DH
+            iw = iw0[:, None] + (tap % KW)[None, :] * DW
             ok = in_m[:, None] & (offs_k < KTOT)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             a = tl.load(x + ((n[:, None] * H + ih) * W + iw) * C + c[None, :], mask=ok, other=0.0)
             b = tl.load(w + offs_k[:, None] * K_OUT + offs_n[None, :], mask=(offs_k < KTOT)[:, None] & in_n[None, :],
@@ -87,8 +87,8 @@ def _evoforge_conv2d_nhwc(x, w, bias, y, M, H: tl.constexpr, W: tl.constexpr, C:
         CB: tl.constexpr = (C + BLOCK_K - 1) // BLOCK_K
         for kk in range(0, KH * KW * CB):
             tap = kk // CB
-            ih = ih0 + tap // KW
-            iw = iw0 + tap % KW
+            ih = ih0 + (tap // KW) * DH
+            iw = iw0 + (tap % KW) * DW
             offs_k = (kk % CB) * BLOCK_K + tl.arange(0, BLOCK_K)
             ok_m = in_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             rows = ((n * H + ih) * W + iw) * C
@@ -105,26 +105,27 @@ def _evoforge_conv2d_nhwc(x, w, bias, y, M, H: tl.constexpr, W: tl.constexpr, C:
     tl.store(y + offs_m[:, None] * K_OUT + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
 
 
-def _evoforge_conv2d(x, weight, bias, stride, padding, prefix):
-    """torch.convolution(x, weight, bias, stride, padding) of one group, computed by _evoforge_conv2d_nhwc with the
-    PARAMS under ``prefix``; the output laid out as cuDNN lays it out (channels-last for channels-last input)."""
+def _evoforge_conv2d(x, weight, bias, stride, padding, dilation, prefix):
+    """torch.convolution(x, weight, bias, stride, padding, dilation) of one group, computed by _evoforge_conv2d_nhwc
+    with the PARAMS under ``prefix`` (None: the shape-generic path's fixed config); the output laid out as cuDNN lays
+    it out (channels-last for channels-last input)."""
     n, c, h, wd = x.shape
     k_out, _, kh, kw = weight.shape
-    oh = (h + 2 * padding[0] - kh) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - kw) // stride[1] + 1
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     channels_last = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
     xl = x.contiguous(memory_format=torch.channels_last)
     wt = weight.permute(2, 3, 1, 0).contiguous()  # [KH, KW, C, K_out]: a K row of the GEMM is one (tap, channel)
     y = torch.empty((n, k_out, oh, ow), device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
     m = n * oh * ow
-    p = {name: PARAMS[prefix + name] for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps",
-                                                 "num_stages", "PRECISION")}
+    names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "PRECISION")
+    p = _EVOFORGE_CONV_ANY if prefix is None else {name: PARAMS[prefix + name] for name in names}
     grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(k_out, p["BLOCK_N"]),)
     _evoforge_conv2d_nhwc[grid](xl, wt, wt if bias is None else bias, y, m, h, wd, c, oh, ow, k_out, stride[0],
-                                stride[1], padding[0], padding[1], KH=kh, KW=kw, HAS_BIAS=bias is not None,
-                                FLAT_K=c < 16, BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"],
-                                GROUP_M=p["GROUP_M"], PRECISION=p["PRECISION"], num_warps=p["num_warps"],
-                                num_stages=p["num_stages"])
+                                stride[1], padding[0], padding[1], dilation[0], dilation[1], KH=kh, KW=kw,
+                                HAS_BIAS=bias is not None, FLAT_K=c < 16, BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"],
+                                BLOCK_K=p["BLOCK_K"], GROUP_M=p["GROUP_M"], PRECISION=p["PRECISION"],
+                                num_warps=p["num_warps"], num_stages=p["num_stages"])
     return y if channels_last else y.contiguous()
 '''
 
@@ -137,21 +138,29 @@ def _pair(node: ast.expr | None) -> tuple[int, int] | None:
     return None
 
 
-def _plain_conv2d(call: ast.Call) -> tuple[str, str, str, tuple[int, int], tuple[int, int]] | None:
-    """(x, weight, bias, stride, padding) of a ``torch.convolution`` call the kernel computes, else None."""
-    if ast.unparse(call.func) != "torch.convolution" or len(call.args) < 2:
+#: ``torch.convolution``'s arguments after (input, weight), in order (the ATen op's positional form).
+_CONV_ARGS = ("bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups")
+_CONV_CALLS = ("torch.convolution", "torch.ops.aten.convolution.default")
+
+
+def _plain_conv2d(call: ast.Call) -> tuple[str, str, str, tuple[int, int], tuple[int, int], tuple[int, int]] | None:
+    """(x, weight, bias, stride, padding, dilation) of a convolution call the kernel computes (2-D, one group, not
+    transposed), in the keyword form of a main-shape path or the ATen op's positional one; else None."""
+    if ast.unparse(call.func) not in _CONV_CALLS or len(call.args) < 2 or len(call.args) > 2 + len(_CONV_ARGS):
         return None
-    kw = {k.arg: k.value for k in call.keywords if k.arg}
-    bias = call.args[2] if len(call.args) > 2 else kw.get("bias")
+    kw: dict[str, ast.expr | None] = dict(zip(_CONV_ARGS, call.args[2:], strict=False))
+    kw.update({k.arg: k.value for k in call.keywords if k.arg})
+    bias = kw.get("bias")
     stride, padding, dilation = _pair(kw.get("stride")), _pair(kw.get("padding")), _pair(kw.get("dilation"))
     output_padding, transposed, groups = _pair(kw.get("output_padding")), kw.get("transposed"), kw.get("groups")
-    plain = (stride and padding and dilation == (1, 1) and output_padding == (0, 0)
+    plain = (stride and padding and dilation and output_padding == (0, 0)
              and isinstance(transposed, ast.Constant) and transposed.value is False
-             and isinstance(groups, ast.Constant) and groups.value == 1 and len(call.args) <= 3)
+             and isinstance(groups, ast.Constant) and groups.value == 1)
     if not plain:
         return None
-    return (ast.unparse(call.args[0]), ast.unparse(call.args[1]), "None" if bias is None else ast.unparse(bias),
-            stride, padding)  # type: ignore[return-value]
+    none = bias is None or (isinstance(bias, ast.Constant) and bias.value is None)
+    return (ast.unparse(call.args[0]), ast.unparse(call.args[1]), "None" if none else ast.unparse(bias),
+            stride, padding, dilation)  # type: ignore[return-value]
 
 
 def _literal_line(source: str, name: str) -> tuple[re.Match[str], dict[str, Any]] | None:
@@ -159,38 +168,59 @@ def _literal_line(source: str, name: str) -> tuple[re.Match[str], dict[str, Any]
     return (m, ast.literal_eval(m.group(1))) if m else None
 
 
-def with_triton_conv(source: str, *, start_precision: str = "bf16x3") -> str | None:
+def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: bool = False) -> str | None:
     """The seed with every plain 2-D convolution of its main-shape path computed by the kernel above (its tiles and
-    precision in SPACE, starting at ``TILES``' values and ``start_precision``); None where the seed has no main-shape
-    path or no such convolution there."""
+    precision in SPACE, starting at ``TILES``' values and ``start_precision``); with ``generic``, those of its
+    shape-generic path too (at a fixed config in ``start_precision``: the search tunes the main path), so that no
+    vendor convolution is left where every one is plain. None where the seed has no main-shape path, no such
+    convolution there, or (``generic``) a convolution the kernel does not compute."""
     tree = ast.parse(source)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
-    main = next((n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef)
-                 and n.name == "forward_main_shape"), None)
+    paths = {n.name: n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef)}
+    main = paths.get("forward_main_shape")
     space, params = _literal_line(source, "SPACE"), _literal_line(source, "PARAMS")
     if main is None or space is None or params is None or "_evoforge_conv2d" in source:
         return None
     lines = source.splitlines(keepends=True)
-    convs = [n for n in ast.walk(main) if isinstance(n, ast.Call) and _plain_conv2d(n)]
-    if not convs:
-        return None
-    new_space, new_params = dict(space[1]), dict(params[1])
-    for i, call in enumerate(sorted(convs, key=lambda c: (c.lineno, c.col_offset))):
+
+    def convs_of(fn: ast.FunctionDef) -> tuple[list[ast.Call], int]:
+        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and ast.unparse(n.func) in _CONV_CALLS]
+        plain = sorted((c for c in calls if _plain_conv2d(c)), key=lambda c: (c.lineno, c.col_offset))
+        return plain, len(calls) - len(plain)
+
+    def rewrite(call: ast.Call, prefix: str | None) -> bool:
         if call.lineno != call.end_lineno:
-            return None
-        x, w, bias, stride, padding = _plain_conv2d(call)  # type: ignore[misc]
-        prefix = f"conv{i}_"
+            return False
+        x, w, bias, stride, padding, dilation = _plain_conv2d(call)  # type: ignore[misc]
         line = lines[call.lineno - 1]
         segment = line[call.col_offset:call.end_col_offset]
         lines[call.lineno - 1] = line.replace(
-            segment, f"_evoforge_conv2d({x}, {w}, {bias}, {stride}, {padding}, {prefix!r})", 1)
+            segment, f"_evoforge_conv2d({x}, {w}, {bias}, {stride}, {padding}, {dilation}, {prefix!r})", 1)
+        return True
+
+    convs, _ = convs_of(main)
+    if not convs:
+        return None
+    new_space, new_params = dict(space[1]), dict(params[1])
+    for i, call in enumerate(convs):
+        prefix = f"conv{i}_"
+        if not rewrite(call, prefix):
+            return None
         for name, (values, start) in TILES.items():
             new_space[prefix + name], new_params[prefix + name] = list(values), start
         new_space[prefix + "PRECISION"] = list(PRECISIONS)
         new_params[prefix + "PRECISION"] = start_precision
+    if generic:
+        any_shape = paths.get("forward_any_shape")
+        others, unplain = convs_of(any_shape) if any_shape is not None else ([], 0)
+        if unplain or convs_of(main)[1] or not all(rewrite(call, None) for call in others):
+            return None
     out = "".join(lines)
     out = out.replace(space[0].group(0), f"SPACE = {new_space!r}", 1).replace(
         params[0].group(0), f"PARAMS = {new_params!r}", 1)
     anchor = re.search(r"^class (TaskModel|ModelNew)\b", out, re.MULTILINE)
     assert anchor is not None
-    return out[:anchor.start()] + KERNEL_SOURCE.lstrip("\n") + "\n\n" + out[anchor.start():]
+    fixed = {name: start for name, (_, start) in TILES.items()} | {"PRECISION": start_precision}
+    kernel = KERNEL_SOURCE.lstrip("\n") + f"\n\n#: The shape-generic path's config (the search tunes the main path's).\n" \
+        f"_EVOFORGE_CONV_ANY = {fixed!r}\n"
+    return out[:anchor.start()] + kernel + "\n\n" + out[anchor.start():]

@@ -47,7 +47,8 @@ def test_the_main_shape_convolution_runs_in_the_seeds_own_kernel_and_passes_the_
 
 
 @pytest.mark.parametrize("wrong", [
-    ("(1, 1), (0, 0), 'conv0_')", "(1, 1), (1, 1), 'conv0_')"),  # another padding: the output's size moves
+    ("(1, 1), (0, 0), (1, 1), 'conv0_')", "(1, 1), (1, 1), (1, 1), 'conv0_')"),  # another padding: the size moves
+    ("(1, 1), (0, 0), (1, 1), 'conv0_')", "(1, 1), (0, 0), (2, 2), 'conv0_')"),  # another dilation
     ("HAS_BIAS=bias is not None", "HAS_BIAS=False"),  # the bias dropped: every output off by a constant per channel
     ("KTOT: tl.constexpr = KH * KW * C", "KTOT: tl.constexpr = KH * KW * C - 1"),  # the last (tap, channel) skipped
 ])
@@ -59,9 +60,10 @@ def test_a_kernel_that_gets_the_convolution_wrong_fails_the_chain(conv_seed, con
 
 
 def test_only_plain_2d_convolutions_are_rewritten(conv_seed):
+    """Grouped, transposed and output-padded convolutions are not the kernel's (a dilated one is)."""
     call = "stride=(1, 1), padding=(0, 0), dilation=(1, 1), transposed=False, output_padding=(0, 0), groups=1"
     assert call in conv_seed
-    for plain, other in [("dilation=(1, 1)", "dilation=(2, 2)"), ("transposed=False", "transposed=True"),
+    for plain, other in [("transposed=False", "transposed=True"),
                          ("groups=1", "groups=2"), ("output_padding=(0, 0)", "output_padding=(1, 1)")]:
         changed = conv_seed.replace(call, call.replace(plain, other))
         assert changed != conv_seed
@@ -70,9 +72,9 @@ def test_only_plain_2d_convolutions_are_rewritten(conv_seed):
 
 
 def test_the_kernel_computes_strided_padded_convolutions_in_either_layout():
-    """The launcher at odd sizes, stride 2 and padding 1, few channels (the flat gather) and more channels than a
-    K block holds (a masked last block), for NCHW and channels-last input: the convolution, laid out as cuDNN lays
-    it out."""
+    """The launcher at odd sizes, stride 2, padding 1, dilation 2, few channels (the flat gather) and more channels
+    than a K block holds (a masked last block), for NCHW and channels-last input: the convolution, laid out as cuDNN
+    lays it out."""
     import subprocess
     import sys
 
@@ -83,14 +85,15 @@ PARAMS = {"c_BLOCK_M": 16, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 8, "c_
           "c_PRECISION": "ieee"}
 exec(KERNEL_SOURCE)
 torch.manual_seed(0)
-for c, s, p, bias in [(3, 2, 1, True), (20, 1, 1, False), (17, 2, 0, True)]:
+for c, s, p, d, bias in [(3, 2, 1, 1, True), (20, 1, 1, 2, False), (17, 2, 0, 1, True), (5, 1, 2, 2, True)]:
     x, w = torch.randn(2, c, 9, 7), torch.randn(5, c, 3, 3)
     b = torch.randn(5) if bias else None
-    ref = torch.nn.functional.conv2d(x.double(), w.double(), None if b is None else b.double(), stride=s, padding=p)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), None if b is None else b.double(), stride=s, padding=p,
+                                     dilation=d)
     for layout in (torch.contiguous_format, torch.channels_last):
         xi = x.contiguous(memory_format=layout)
-        got = _evoforge_conv2d(xi, w, b, (s, s), (p, p), "c_")
-        cudnn_like = torch.nn.functional.conv2d(xi, w, b, stride=s, padding=p)
+        got = _evoforge_conv2d(xi, w, b, (s, s), (p, p), (d, d), "c_")
+        cudnn_like = torch.nn.functional.conv2d(xi, w, b, stride=s, padding=p, dilation=d)
         assert got.stride() == cudnn_like.stride(), (got.stride(), cudnn_like.stride())
         assert (got.double() - ref).abs().max() < 1e-4, (c, s, p, layout)
 print("ok")
@@ -118,3 +121,40 @@ def test_a_convolution_task_starts_its_triton_conv_variant_beside_the_seed(tmp_p
     conv = variants[TRITON_CONV]
     assert conv.params["conv0_PRECISION"] == "ieee"  # captured on the CPU: the interpreter's exact dot
     assert (seeds / f"{task.name.replace('/', '_')}.{TRITON_CONV}.py").read_text() == conv.source
+
+
+def test_under_the_strict_rule_both_paths_compute_the_convolution_in_the_kernel(conv_seed, interpreter_evaluator):
+    """Without cuDNN allowed, torch.compile's own build with every convolution in the kernel is a start of its own:
+    no vendor call on either path (the chain's guard would refuse one), the odd shapes through the generic path's
+    kernel; left with cuDNN's call on the generic path it is refused."""
+    from evoforge.task import Task
+
+    strict = Task.load("L2/87", overrides=SMALL)
+    source = with_triton_conv(conv_seed, start_precision="ieee", generic=True)
+    assert source is not None and "convolution(" not in source[source.index("class ModelNew"):]
+    result = _judge(interpreter_evaluator, strict, source)
+    assert result.ok, result.message
+    assert all("_evoforge_conv2d_nhwc" in kernels for kernels in result.details["kernels"].values()), result.details
+    half = with_triton_conv(conv_seed, start_precision="ieee")  # the generic path keeps cuDNN
+    result = _judge(interpreter_evaluator, strict, half)
+    assert result.status.value == "rejected" and "convolution" in result.message, (result.status, result.message)
+
+
+def test_a_strict_convolution_task_without_another_start_starts_from_the_kernel(tmp_path):
+    """A capture with no strict build of its own (the window gather's: this fixture was captured with cuDNN allowed)
+    used to give a strict task no seed at all; the kernel on both paths is the seed now, with no variant repeating
+    it."""
+    from evoforge.config import CampaignConfig, TaskConfig
+    from evoforge.task import Task
+    from evoforge.task_start import TaskStarts
+
+    task = Task.load("L2/87", overrides=SMALL)
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / f"{task.name.replace('/', '_')}.inductor.json").write_text(L2_87.read_text())
+    starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec="L2/87")]), backend=None, run_dir=tmp_path,
+                        generate=False)
+    seed = starts._inductor_seed(task)
+    assert seed.meta["compute_rule"] == "strict" and "_evoforge_conv2d(" in seed.source
+    assert "convolution(" not in seed.source[seed.source.index("class ModelNew"):]
+    assert TRITON_CONV not in {v.meta["inductor_config"] for v in starts.variant_starts[task.name]}
