@@ -11,11 +11,12 @@ TF32 (experiments/results/kernelbench/conv_igemm_2026-12-04_v2.jsonl). Where cuD
 arithmetic (64 input channels, L2/1) it stays 3x ahead of this kernel, which the search then leaves.
 
 ``with_triton_conv(source)`` rewrites a seed's main-shape path: each ``torch.convolution`` call there that is a
-plain 2-D convolution (one group, no dilation, not transposed) becomes a launch of ``_evoforge_conv2d``, with the
+plain 2-D convolution (one group, not transposed; strided, padded or dilated) becomes a launch of ``_evoforge_conv2d``, with the
 kernel's tiles and precision in ``SPACE`` under ``convI_`` names; the shape-generic path is left as it was. The
 output keeps the layout cuDNN's would have (channels-last for channels-last input, else NCHW), so the kernels
 Inductor fused after the convolution read it as they did. The result is a variant (``triton-conv``) beside the seed:
-the chain judges it, the search tunes it.
+the chain judges it, the search tunes it. With ``generic`` (the strict rule, where cuDNN is not allowed) the
+shape-generic path's convolutions are rewritten too, at a fixed config, so that no vendor call is left.
 
 Each program computes BLOCK_M output pixels by BLOCK_N output channels; the K loop runs once over the kernel's taps
 and channel blocks (one flat loop, so Triton's pipeliner overlaps the gathers with the dots), or, with fewer than 16
