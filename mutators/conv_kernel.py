@@ -1,4 +1,4 @@
-"""A seed's 2-D convolution as a Triton implicit GEMM of the candidate's own, in place of cuDNN's (issues R and U).
+"""A seed's convolutions as a Triton implicit GEMM of the candidate's own, in place of cuDNN's (issues R and U).
 
 torch.compile's static build of a convolution task calls cuDNN for the convolution and fuses the rest around it. On
 the H200 (experiments/results/kernelbench/conv_algos_2026-12-04.jsonl) cuDNN runs an fp32 convolution laid out
@@ -11,14 +11,16 @@ TF32 (experiments/results/kernelbench/conv_igemm_2026-12-04_v2.jsonl). Where cuD
 arithmetic (64 input channels, L2/1) it stays 3x ahead of this kernel, which the search then leaves.
 
 ``with_triton_conv(source)`` rewrites a seed's main-shape path: each ``torch.convolution`` call there that is a
-plain 2-D convolution (one group, not transposed; strided, padded or dilated) becomes a launch of ``_evoforge_conv2d``, with the
-kernel's tiles and precision in ``SPACE`` under ``convI_`` names; the shape-generic path is left as it was. The
-output keeps the layout cuDNN's would have (channels-last for channels-last input, else NCHW), so the kernels
+plain convolution (1-D, 2-D or 3-D; one group, not transposed; strided, padded or dilated) becomes a launch of
+``_evoforge_conv``, with the kernel's tiles and precision in ``SPACE`` under ``convI_`` names; the shape-generic path is left as it was. The
+output keeps the layout cuDNN's would have (channels-last for channels-last input, else contiguous), so the kernels
 Inductor fused after the convolution read it as they did. The result is a variant (``triton-conv``) beside the seed:
 the chain judges it, the search tunes it. With ``generic`` (the strict rule, where cuDNN is not allowed) the
 shape-generic path's convolutions are rewritten too, at a fixed config, so that no vendor call is left.
 
-Each program computes BLOCK_M output pixels by BLOCK_N output channels; the K loop runs once over the kernel's taps
+Every convolution is computed as a 3-D one over channels-last (NDHWC) memory, a 2-D one with a depth of one and a
+1-D one with a height of one too (the index arithmetic of the sizes of one folds away: they are constexprs). Each
+program computes BLOCK_M output positions by BLOCK_N output channels; the K loop runs once over the kernel's taps
 and channel blocks (one flat loop, so Triton's pipeliner overlaps the gathers with the dots), or, with fewer than 16
 input channels, over (tap, channel) pairs gathered element by element. The sizes are constexprs: a main-shape build,
 as the rest of the path is; rows then align to the channel count and the loads vectorise.
@@ -46,13 +48,15 @@ TILES: dict[str, tuple[list[int], int]] = {
 KERNEL_SOURCE = '''
 
 @triton.jit
-def _evoforge_conv2d_nhwc(x, w, bias, y, M, H: tl.constexpr, W: tl.constexpr, C: tl.constexpr, OH: tl.constexpr,
-                          OW: tl.constexpr, K_OUT: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
-                          PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-                          KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr, BLOCK_M: tl.constexpr,
-                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                          PRECISION: tl.constexpr):
-    """y[m, k] = sum over taps and channels of x[n, ih, iw, c] * w[kh, kw, c, k]: channels-last x and y."""
+def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: tl.constexpr, C: tl.constexpr,
+                         OD: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr, K_OUT: tl.constexpr,
+                         SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
+                         PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, KD: tl.constexpr,
+                         KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                         PRECISION: tl.constexpr):
+    """y[m, k] = sum over taps and channels of x[n, id, ih, iw, c] * w[kd, kh, kw, c, k], x and y channels-last
+    (NDHWC; a 2-D convolution has D = KD = 1, a 1-D one H = KH = 1 too)."""
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
     grid_n = tl.cdiv(K_OUT, BLOCK_N)
@@ -63,36 +67,54 @@ def _evoforge_conv2d_nhwc(x, w, bias, y, M, H: tl.constexpr, W: tl.constexpr, C:
     pid_n = (pid % width) // size_m
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # A convolution of fewer dimensions (depth one, no depth padding) compiles without the depth's arithmetic.
+    FLAT_D: tl.constexpr = D == 1 and KD == 1 and PD == 0
     ow = offs_m % OW
     oh = (offs_m // OW) % OH
-    n = offs_m // (OW * OH)
+    if FLAT_D:
+        n = offs_m // (OW * OH)
+        id0 = 0
+    else:
+        n = offs_m // (OW * OH * OD)
+        id0 = ((offs_m // (OW * OH)) % OD) * SD - PD
     ih0 = oh * SH - PH
     iw0 = ow * SW - PW
     in_m = offs_m < M
     in_n = offs_n < K_OUT
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:
-        KTOT: tl.constexpr = KH * KW * C
+        KTOT: tl.constexpr = KD * KH * KW * C
         for k0 in range(0, KTOT, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             c = offs_k % C
             tap = offs_k // C
-            ih = ih0[:, None] + (tap // KW)[None, :] * DH
+            ih = ih0[:, None] + ((tap // KW) % KH)[None, :] * DH
             iw = iw0[:, None] + (tap % KW)[None, :] * DW
             ok = in_m[:, None] & (offs_k < KTOT)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            a = tl.load(x + ((n[:, None] * H + ih) * W + iw) * C + c[None, :], mask=ok, other=0.0)
+            if FLAT_D:
+                at = (n[:, None] * H + ih) * W + iw
+            else:
+                i_d = id0[:, None] + (tap // (KH * KW))[None, :] * DD
+                ok = ok & (i_d >= 0) & (i_d < D)
+                at = ((n[:, None] * D + i_d) * H + ih) * W + iw
+            a = tl.load(x + at * C + c[None, :], mask=ok, other=0.0)
             b = tl.load(w + offs_k[:, None] * K_OUT + offs_n[None, :], mask=(offs_k < KTOT)[:, None] & in_n[None, :],
                         other=0.0)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     else:
         CB: tl.constexpr = (C + BLOCK_K - 1) // BLOCK_K
-        for kk in range(0, KH * KW * CB):
+        for kk in range(0, KD * KH * KW * CB):
             tap = kk // CB
-            ih = ih0 + (tap // KW) * DH
+            ih = ih0 + ((tap // KW) % KH) * DH
             iw = iw0 + (tap % KW) * DW
             offs_k = (kk % CB) * BLOCK_K + tl.arange(0, BLOCK_K)
             ok_m = in_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            rows = ((n * H + ih) * W + iw) * C
+            if FLAT_D:
+                rows = ((n * H + ih) * W + iw) * C
+            else:
+                i_d = id0 + (tap // (KH * KW)) * DD
+                ok_m = ok_m & (i_d >= 0) & (i_d < D)
+                rows = (((n * D + i_d) * H + ih) * W + iw) * C
             if C % BLOCK_K == 0:  # whole channel blocks: no mask along K, so the loads vectorise
                 a = tl.load(x + rows[:, None] + offs_k[None, :], mask=ok_m[:, None], other=0.0)
                 b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :], mask=in_n[None, :], other=0.0)
@@ -106,36 +128,42 @@ def _evoforge_conv2d_nhwc(x, w, bias, y, M, H: tl.constexpr, W: tl.constexpr, C:
     tl.store(y + offs_m[:, None] * K_OUT + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
 
 
-def _evoforge_conv2d(x, weight, bias, stride, padding, dilation, prefix):
-    """torch.convolution(x, weight, bias, stride, padding, dilation) of one group, computed by _evoforge_conv2d_nhwc
-    with the PARAMS under ``prefix`` (None: the shape-generic path's fixed config); the output laid out as cuDNN lays
-    it out (channels-last for channels-last input)."""
-    n, c, h, wd = x.shape
-    k_out, _, kh, kw = weight.shape
-    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    channels_last = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
-    xl = x.contiguous(memory_format=torch.channels_last)
-    wt = weight.permute(2, 3, 1, 0).contiguous()  # [KH, KW, C, K_out]: a K row of the GEMM is one (tap, channel)
-    y = torch.empty((n, k_out, oh, ow), device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
-    m = n * oh * ow
+def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix):
+    """torch.convolution(x, weight, bias, stride, padding, dilation) of one group (1-D, 2-D or 3-D), computed by
+    _evoforge_conv_ndhwc with the PARAMS under ``prefix`` (None: the shape-generic path's fixed config); the output
+    laid out as cuDNN lays it out (channels-last for channels-last input, else contiguous)."""
+    dims = x.dim() - 2
+    lead = 3 - dims  # sizes of one put in front: every convolution is a 3-D one here
+    x5 = x.reshape(x.shape[0], x.shape[1], *([1] * lead), *x.shape[2:]) if lead else x
+    w5 = weight.reshape(*weight.shape[:2], *([1] * lead), *weight.shape[2:]) if lead else weight
+    stride, padding, dilation = ((fill,) * lead + tuple(v) for fill, v in ((1, stride), (0, padding), (1, dilation)))
+    n, c, d, h, wd = x5.shape
+    k_out, _, kd, kh, kw = w5.shape
+    od, oh, ow = ((size + 2 * p - dl * (k - 1) - 1) // s + 1 for size, p, dl, k, s in
+                  zip((d, h, wd), padding, dilation, (kd, kh, kw), stride, strict=True))
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
+    channels_last = fmt is not None and x.is_contiguous(memory_format=fmt) and not x.is_contiguous()
+    xl = x5.permute(0, 2, 3, 4, 1).contiguous()  # NDHWC (no copy where x is channels-last already)
+    wt = w5.permute(2, 3, 4, 1, 0).contiguous()  # [KD, KH, KW, C, K_out]: a K row of the GEMM is one (tap, channel)
+    y = torch.empty((n, od, oh, ow, k_out), device=x.device, dtype=x.dtype)
+    m = n * od * oh * ow
     names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "PRECISION")
     p = _EVOFORGE_CONV_ANY if prefix is None else {name: PARAMS[prefix + name] for name in names}
     grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(k_out, p["BLOCK_N"]),)
-    _evoforge_conv2d_nhwc[grid](xl, wt, wt if bias is None else bias, y, m, h, wd, c, oh, ow, k_out, stride[0],
-                                stride[1], padding[0], padding[1], dilation[0], dilation[1], KH=kh, KW=kw,
-                                HAS_BIAS=bias is not None, FLAT_K=c < 16, BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"],
-                                BLOCK_K=p["BLOCK_K"], GROUP_M=p["GROUP_M"], PRECISION=p["PRECISION"],
-                                num_warps=p["num_warps"], num_stages=p["num_stages"])
-    return y if channels_last else y.contiguous()
+    _evoforge_conv_ndhwc[grid](xl, wt, wt if bias is None else bias, y, m, d, h, wd, c, od, oh, ow, k_out, *stride,
+                               *padding, *dilation, KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, FLAT_K=c < 16,
+                               BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], GROUP_M=p["GROUP_M"],
+                               PRECISION=p["PRECISION"], num_warps=p["num_warps"], num_stages=p["num_stages"])
+    out = y.permute(0, 4, 1, 2, 3).reshape(n, k_out, *(od, oh, ow)[lead:])  # a view: NDHWC memory, NC... shape
+    return out if channels_last else out.contiguous()
 '''
 
 
-def _pair(node: ast.expr | None) -> tuple[int, int] | None:
-    """A literal 2-tuple or 2-list of ints."""
-    if isinstance(node, ast.Tuple | ast.List) and len(node.elts) == 2 and all(
+def _ints(node: ast.expr | None) -> tuple[int, ...] | None:
+    """A literal tuple or list of one to three ints."""
+    if isinstance(node, ast.Tuple | ast.List) and 1 <= len(node.elts) <= 3 and all(
             isinstance(e, ast.Constant) and isinstance(e.value, int) for e in node.elts):
-        return node.elts[0].value, node.elts[1].value  # type: ignore[union-attr]
+        return tuple(e.value for e in node.elts)  # type: ignore[union-attr]
     return None
 
 
@@ -144,18 +172,19 @@ _CONV_ARGS = ("bias", "stride", "padding", "dilation", "transposed", "output_pad
 _CONV_CALLS = ("torch.convolution", "torch.ops.aten.convolution.default")
 
 
-def _plain_conv2d(call: ast.Call) -> tuple[str, str, str, tuple[int, int], tuple[int, int], tuple[int, int]] | None:
-    """(x, weight, bias, stride, padding, dilation) of a convolution call the kernel computes (2-D, one group, not
-    transposed), in the keyword form of a main-shape path or the ATen op's positional one; else None."""
+def _plain_conv(call: ast.Call) -> tuple[str, str, str, tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """(x, weight, bias, stride, padding, dilation) of a convolution call the kernel computes (1-D, 2-D or 3-D, one
+    group, not transposed), in the keyword form of a main-shape path or the ATen op's positional one; else None."""
     if ast.unparse(call.func) not in _CONV_CALLS or len(call.args) < 2 or len(call.args) > 2 + len(_CONV_ARGS):
         return None
     kw: dict[str, ast.expr | None] = dict(zip(_CONV_ARGS, call.args[2:], strict=False))
     kw.update({k.arg: k.value for k in call.keywords if k.arg})
     bias = kw.get("bias")
-    stride, padding, dilation = _pair(kw.get("stride")), _pair(kw.get("padding")), _pair(kw.get("dilation"))
-    output_padding, transposed, groups = _pair(kw.get("output_padding")), kw.get("transposed"), kw.get("groups")
-    plain = (stride and padding and dilation and output_padding == (0, 0)
-             and isinstance(transposed, ast.Constant) and transposed.value is False
+    stride, padding, dilation = _ints(kw.get("stride")), _ints(kw.get("padding")), _ints(kw.get("dilation"))
+    output_padding, transposed, groups = _ints(kw.get("output_padding")), kw.get("transposed"), kw.get("groups")
+    plain = (stride and padding and dilation and output_padding and len({len(stride), len(padding), len(dilation),
+                                                                         len(output_padding)}) == 1
+             and not any(output_padding) and isinstance(transposed, ast.Constant) and transposed.value is False
              and isinstance(groups, ast.Constant) and groups.value == 1)
     if not plain:
         return None
@@ -170,7 +199,7 @@ def _literal_line(source: str, name: str) -> tuple[re.Match[str], dict[str, Any]
 
 
 def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: bool = False) -> str | None:
-    """The seed with every plain 2-D convolution of its main-shape path computed by the kernel above (its tiles and
+    """The seed with every plain convolution of its main-shape path computed by the kernel above (its tiles and
     precision in SPACE, starting at ``TILES``' values and ``start_precision``); with ``generic``, those of its
     shape-generic path too (at a fixed config in ``start_precision``: the search tunes the main path), so that no
     vendor convolution is left where every one is plain. None where the seed has no main-shape path, no such
@@ -180,23 +209,23 @@ def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: b
     paths = {n.name: n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef)}
     main = paths.get("forward_main_shape")
     space, params = _literal_line(source, "SPACE"), _literal_line(source, "PARAMS")
-    if main is None or space is None or params is None or "_evoforge_conv2d" in source:
+    if main is None or space is None or params is None or "_evoforge_conv(" in source:
         return None
     lines = source.splitlines(keepends=True)
 
     def convs_of(fn: ast.FunctionDef) -> tuple[list[ast.Call], int]:
         calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and ast.unparse(n.func) in _CONV_CALLS]
-        plain = sorted((c for c in calls if _plain_conv2d(c)), key=lambda c: (c.lineno, c.col_offset))
+        plain = sorted((c for c in calls if _plain_conv(c)), key=lambda c: (c.lineno, c.col_offset))
         return plain, len(calls) - len(plain)
 
     def rewrite(call: ast.Call, prefix: str | None) -> bool:
         if call.lineno != call.end_lineno:
             return False
-        x, w, bias, stride, padding, dilation = _plain_conv2d(call)  # type: ignore[misc]
+        x, w, bias, stride, padding, dilation = _plain_conv(call)  # type: ignore[misc]
         line = lines[call.lineno - 1]
         segment = line[call.col_offset:call.end_col_offset]
         lines[call.lineno - 1] = line.replace(
-            segment, f"_evoforge_conv2d({x}, {w}, {bias}, {stride}, {padding}, {dilation}, {prefix!r})", 1)
+            segment, f"_evoforge_conv({x}, {w}, {bias}, {stride}, {padding}, {dilation}, {prefix!r})", 1)
         return True
 
     convs, _ = convs_of(main)

@@ -37,15 +37,15 @@ _KERNEL: dict[str, Any] = {"torch": torch, "triton": triton, "tl": tl, "PARAMS":
 
 def conv2d_igemm(x: torch.Tensor, weight: torch.Tensor, stride: tuple[int, int], padding: tuple[int, int],
                  p: dict[str, Any]) -> torch.Tensor:
-    """conv2d (no bias, no dilation, one group) as a seed's ``_evoforge_conv2d`` computes it with the config ``p``;
+    """conv2d (no bias, no dilation, one group) as a seed's ``_evoforge_conv`` computes it with the config ``p``;
     the output is NCHW-shaped and laid out as cuDNN's. (``FLAT_K``, the launcher's own choice, is not taken from p.)"""
-    if "_evoforge_conv2d" not in _KERNEL:
+    if "_evoforge_conv" not in _KERNEL:
         from evoforge.mutators.conv_kernel import KERNEL_SOURCE
 
         exec(compile(KERNEL_SOURCE, "evoforge.mutators.conv_kernel.KERNEL_SOURCE", "exec"), _KERNEL)
     _KERNEL["PARAMS"].update({f"p_{k}": v for k, v in p.items()})
     _KERNEL["PARAMS"].setdefault("p_GROUP_M", 8)
-    return _KERNEL["_evoforge_conv2d"](x, weight, None, stride, padding, "p_")
+    return _KERNEL["_evoforge_conv"](x, weight, None, stride, padding, (1, 1), "p_")
 
 
 def configs(c: int, precisions: list[str]) -> list[dict[str, Any]]:

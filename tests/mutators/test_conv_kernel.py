@@ -38,19 +38,19 @@ def test_the_main_shape_convolution_runs_in_the_seeds_own_kernel_and_passes_the_
     assert source is not None and static_check(source) is None
     main = source[source.index("def forward_main_shape"):source.index("def forward_any_shape")]
     generic = source[source.index("def forward_any_shape"):]
-    assert "torch.convolution" not in main and "_evoforge_conv2d(" in main
+    assert "torch.convolution" not in main and "_evoforge_conv(" in main
     assert "convolution" in generic  # the other shapes keep the seed's generic path
     assert {"conv0_BLOCK_M", "conv0_PRECISION"} <= set(Candidate.from_source(source, task="t").space)
     result = _judge(interpreter_evaluator, conv_task, source)
     assert result.ok, result.message
-    assert "_evoforge_conv2d_nhwc" in result.details["kernels"]["main"]
+    assert "_evoforge_conv_ndhwc" in result.details["kernels"]["main"]
 
 
 @pytest.mark.parametrize("wrong", [
     ("(1, 1), (0, 0), (1, 1), 'conv0_')", "(1, 1), (1, 1), (1, 1), 'conv0_')"),  # another padding: the size moves
     ("(1, 1), (0, 0), (1, 1), 'conv0_')", "(1, 1), (0, 0), (2, 2), 'conv0_')"),  # another dilation
     ("HAS_BIAS=bias is not None", "HAS_BIAS=False"),  # the bias dropped: every output off by a constant per channel
-    ("KTOT: tl.constexpr = KH * KW * C", "KTOT: tl.constexpr = KH * KW * C - 1"),  # the last (tap, channel) skipped
+    ("KTOT: tl.constexpr = KD * KH * KW * C", "KTOT: tl.constexpr = KD * KH * KW * C - 1"),  # the last tap's channel
 ])
 def test_a_kernel_that_gets_the_convolution_wrong_fails_the_chain(conv_seed, conv_task, interpreter_evaluator, wrong):
     source = with_triton_conv(conv_seed, start_precision="ieee")
@@ -71,34 +71,39 @@ def test_only_plain_2d_convolutions_are_rewritten(conv_seed):
     assert with_triton_conv(with_triton_conv(conv_seed)) is None  # once is all
 
 
-def test_the_kernel_computes_strided_padded_convolutions_in_either_layout():
-    """The launcher at odd sizes, stride 2, padding 1, dilation 2, few channels (the flat gather) and more channels
-    than a K block holds (a masked last block), for NCHW and channels-last input: the convolution, laid out as cuDNN
-    lays it out."""
+def test_the_kernel_computes_strided_padded_dilated_convolutions_of_1_2_and_3_dimensions_in_either_layout():
+    """The launcher at odd sizes, strides 2, padding, dilation 2, few channels (the flat gather) and more channels
+    than a K block holds (a masked last block), for contiguous and channels-last input: the convolution, laid out as
+    cuDNN lays it out."""
     import subprocess
     import sys
 
     script = '''
-import os, torch, triton, triton.language as tl
+import torch, triton, triton.language as tl
 from evoforge.mutators.conv_kernel import KERNEL_SOURCE
 PARAMS = {"c_BLOCK_M": 16, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 8, "c_num_warps": 1, "c_num_stages": 1,
           "c_PRECISION": "ieee"}
 exec(KERNEL_SOURCE)
 torch.manual_seed(0)
-for c, s, p, d, bias in [(3, 2, 1, 1, True), (20, 1, 1, 2, False), (17, 2, 0, 1, True), (5, 1, 2, 2, True)]:
-    x, w = torch.randn(2, c, 9, 7), torch.randn(5, c, 3, 3)
+conv = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d, 3: torch.nn.functional.conv3d}
+last = {2: torch.channels_last, 3: torch.channels_last_3d}
+for dims, c, s, p, d, bias in [(2, 3, 2, 1, 1, True), (2, 20, 1, 1, 2, False), (2, 17, 2, 0, 1, True),
+                               (2, 5, 1, 2, 2, True), (1, 4, 2, 1, 2, True), (1, 18, 1, 0, 1, False),
+                               (3, 3, 2, 1, 1, True), (3, 17, 1, 1, 2, False)]:
+    x, w = torch.randn(2, c, *[9, 7, 8][:dims]), torch.randn(5, c, *[3, 2, 3][:dims])
     b = torch.randn(5) if bias else None
-    ref = torch.nn.functional.conv2d(x.double(), w.double(), None if b is None else b.double(), stride=s, padding=p,
-                                     dilation=d)
-    for layout in (torch.contiguous_format, torch.channels_last):
+    ref = conv[dims](x.double(), w.double(), None if b is None else b.double(), stride=s, padding=p, dilation=d)
+    for layout in (torch.contiguous_format, last.get(dims)):
+        if layout is None:
+            continue
         xi = x.contiguous(memory_format=layout)
-        got = _evoforge_conv2d(xi, w, b, (s, s), (p, p), (d, d), "c_")
-        cudnn_like = torch.nn.functional.conv2d(xi, w, b, stride=s, padding=p, dilation=d)
-        assert got.stride() == cudnn_like.stride(), (got.stride(), cudnn_like.stride())
-        assert (got.double() - ref).abs().max() < 1e-4, (c, s, p, layout)
+        got = _evoforge_conv(xi, w, b, (s,) * dims, (p,) * dims, (d,) * dims, "c_")
+        cudnn_like = conv[dims](xi, w, b, stride=s, padding=p, dilation=d)
+        assert got.shape == ref.shape and got.stride() == cudnn_like.stride(), (dims, got.stride(), cudnn_like.stride())
+        assert (got.double() - ref).abs().max() < 1e-4, (dims, c, s, p, d, layout)
 print("ok")
 '''
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
@@ -134,7 +139,7 @@ def test_under_the_strict_rule_both_paths_compute_the_convolution_in_the_kernel(
     assert source is not None and "convolution(" not in source[source.index("class ModelNew"):]
     result = _judge(interpreter_evaluator, strict, source)
     assert result.ok, result.message
-    assert all("_evoforge_conv2d_nhwc" in kernels for kernels in result.details["kernels"].values()), result.details
+    assert all("_evoforge_conv_ndhwc" in kernels for kernels in result.details["kernels"].values()), result.details
     half = with_triton_conv(conv_seed, start_precision="ieee")  # the generic path keeps cuDNN
     result = _judge(interpreter_evaluator, strict, half)
     assert result.status.value == "rejected" and "convolution" in result.message, (result.status, result.message)
@@ -155,6 +160,6 @@ def test_a_strict_convolution_task_without_another_start_starts_from_the_kernel(
     starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec="L2/87")]), backend=None, run_dir=tmp_path,
                         generate=False)
     seed = starts._inductor_seed(task)
-    assert seed.meta["compute_rule"] == "strict" and "_evoforge_conv2d(" in seed.source
+    assert seed.meta["compute_rule"] == "strict" and "_evoforge_conv(" in seed.source
     assert "convolution(" not in seed.source[seed.source.index("class ModelNew"):]
     assert TRITON_CONV not in {v.meta["inductor_config"] for v in starts.variant_starts[task.name]}
