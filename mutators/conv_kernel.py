@@ -52,11 +52,13 @@ def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: 
                          OD: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr, K_OUT: tl.constexpr,
                          SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
                          PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, KD: tl.constexpr,
-                         KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_K: tl.constexpr,
+                         KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_D: tl.constexpr,
+                         FLAT_K: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                          PRECISION: tl.constexpr):
     """y[m, k] = sum over taps and channels of x[n, id, ih, iw, c] * w[kd, kh, kw, c, k], x and y channels-last
-    (NDHWC; a 2-D convolution has D = KD = 1, a 1-D one H = KH = 1 too)."""
+    (NDHWC; a 2-D convolution has D = KD = 1, a 1-D one H = KH = 1 too). FLAT_D: a depth of one and no depth
+    padding, compiled without the depth's arithmetic; FLAT_K: (tap, channel) pairs gathered one by one."""
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
     grid_n = tl.cdiv(K_OUT, BLOCK_N)
@@ -67,8 +69,6 @@ def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: 
     pid_n = (pid % width) // size_m
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # A convolution of fewer dimensions (depth one, no depth padding) compiles without the depth's arithmetic.
-    FLAT_D: tl.constexpr = D == 1 and KD == 1 and PD == 0
     ow = offs_m % OW
     oh = (offs_m // OW) % OH
     if FLAT_D:
@@ -151,7 +151,8 @@ def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix):
     p = _EVOFORGE_CONV_ANY if prefix is None else {name: PARAMS[prefix + name] for name in names}
     grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(k_out, p["BLOCK_N"]),)
     _evoforge_conv_ndhwc[grid](xl, wt, wt if bias is None else bias, y, m, d, h, wd, c, od, oh, ow, k_out, *stride,
-                               *padding, *dilation, KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None, FLAT_K=c < 16,
+                               *padding, *dilation, KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None,
+                               FLAT_D=d == 1 and kd == 1 and padding[0] == 0, FLAT_K=c < 16,
                                BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], GROUP_M=p["GROUP_M"],
                                PRECISION=p["PRECISION"], num_warps=p["num_warps"], num_stages=p["num_stages"])
     out = y.permute(0, 4, 1, 2, 3).reshape(n, k_out, *(od, oh, ow)[lead:])  # a view: NDHWC memory, NC... shape
