@@ -226,12 +226,14 @@ class TaskStarts:
         if "no_seed" in data:
             return self._no_seed(task, data["no_seed"])
         capture = InductorCapture.from_json(text)
-        conv_build = _triton_conv_build(capture, tuple(task.allow_ops))
         try:
-            source = seed_from_capture(capture, allow_ops=task.allow_ops)
+            source, why = seed_from_capture(capture, allow_ops=task.allow_ops), ""
         except NoInductorSeed as e:
+            source, why = None, str(e)
+        conv_build = _triton_conv_build(capture, tuple(task.allow_ops), source)
+        if source is None:
             if conv_build is None or "convolution" in task.allow_ops:
-                return self._no_seed(task, str(e))
+                return self._no_seed(task, why)
             source, conv_build = conv_build, None  # under the strict rule the one start there is: the seed
         seed_file = folder / f"{stem}.py"
         atomic_write(seed_file, source)
@@ -280,18 +282,21 @@ class TaskStarts:
                                      meta={**meta, **describe_lift(lifted)})
 
 
-def _triton_conv_build(capture: Any, allow_ops: tuple[str, ...]) -> str | None:
-    """torch.compile's build of the task with its main path's plain 2-D convolutions in a Triton kernel of the seed's
-    own instead of cuDNN's (``mutators/conv_kernel.py``: bf16 parts on tensor cores, exact where cuDNN's fast path is
-    TF32); under the strict rule (cuDNN not allowed) with every convolution of both paths in it, where each is plain
-    2-D. None where there is no such build. The chain judges it as it judges the seed."""
+def _triton_conv_build(capture: Any, allow_ops: tuple[str, ...], seed: str | None) -> str | None:
+    """torch.compile's build of the task with its main path's plain convolutions (1-D, 2-D or 3-D, one group, not
+    transposed) in a Triton kernel of the seed's own instead of cuDNN's (``mutators/conv_kernel.py``: bf16 parts on
+    tensor cores, exact where cuDNN's fast path is TF32): the vendor rule's ``seed`` so rewritten; under the strict rule
+    (cuDNN not allowed) the build with cuDNN's calls, every convolution of both paths rewritten, where each is plain.
+    None where there is no such build. The chain judges it as it judges the seed."""
     from evoforge.mutators.conv_kernel import with_triton_conv
     from evoforge.mutators.inductor_seed import NoInductorSeed, seed_from_capture
 
     strict = "convolution" not in allow_ops
-    try:
-        base = seed_from_capture(capture, allow_ops=(*allow_ops, "convolution") if strict else allow_ops)
-    except NoInductorSeed:
-        return None
+    base = seed
+    if strict:
+        try:
+            base = seed_from_capture(capture, allow_ops=(*allow_ops, "convolution"))
+        except NoInductorSeed:
+            return None
     precision = "bf16x3" if capture.device.startswith("cuda") else "ieee"  # the interpreter's dot: exact fp32 only
-    return with_triton_conv(base, start_precision=precision, generic=strict)
+    return with_triton_conv(base, start_precision=precision, generic=strict) if base else None

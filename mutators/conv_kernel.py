@@ -229,8 +229,8 @@ def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: b
             segment, f"_evoforge_conv({x}, {w}, {bias}, {stride}, {padding}, {dilation}, {prefix!r})", 1)
         return True
 
-    convs, _ = convs_of(main)
-    if not convs:
+    convs, unplain = convs_of(main)
+    if not convs or len({c.lineno for c in convs}) < len(convs):  # Inductor writes one call a line
         return None
     new_space, new_params = dict(space[1]), dict(params[1])
     for i, call in enumerate(convs):
@@ -243,8 +243,9 @@ def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: b
         new_params[prefix + "PRECISION"] = start_precision
     if generic:
         any_shape = paths.get("forward_any_shape")
-        others, unplain = convs_of(any_shape) if any_shape is not None else ([], 0)
-        if unplain or convs_of(main)[1] or not all(rewrite(call, None) for call in others):
+        others, unplain_any = convs_of(any_shape) if any_shape is not None else ([], 0)
+        if unplain or unplain_any or len({c.lineno for c in others}) < len(others) or not all(
+                rewrite(call, None) for call in others):
             return None
     out = "".join(lines)
     out = out.replace(space[0].group(0), f"SPACE = {new_space!r}", 1).replace(
