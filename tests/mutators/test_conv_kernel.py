@@ -108,19 +108,25 @@ print("ok")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
-def test_a_convolution_task_starts_its_triton_conv_variant_beside_the_seed(tmp_path):
-    """Set-up: a captured convolution task's starts hold the ``triton-conv`` variant, written beside the seed."""
+def _set_up(tmp_path, allow_ops: list[str]):
+    """The L2/87 fixture's capture where a campaign's set-up finds it, and that set-up's seed and starts."""
     from evoforge.config import CampaignConfig, TaskConfig
     from evoforge.task import Task
     from evoforge.task_start import TaskStarts
 
-    task = Task.load("L2/87", overrides=SMALL, allow_ops=["convolution"])
+    task = Task.load("L2/87", overrides=SMALL, allow_ops=allow_ops)
     seeds = tmp_path / "seeds"
     seeds.mkdir()
     (seeds / f"{task.name.replace('/', '_')}.inductor.json").write_text(L2_87.read_text())
     starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec="L2/87")]), backend=None, run_dir=tmp_path,
                         generate=False)
-    seed = starts._inductor_seed(task)
+    return task, starts._inductor_seed(task), starts
+
+
+def test_a_convolution_task_starts_its_triton_conv_variant_beside_the_seed(tmp_path):
+    """Set-up: a captured convolution task's starts hold the ``triton-conv`` variant, written beside the seed."""
+    task, seed, starts = _set_up(tmp_path, ["convolution"])
+    seeds = tmp_path / "seeds"
     variants = {v.meta["inductor_config"]: v for v in starts.variant_starts[task.name]}
     assert TRITON_CONV in variants and "torch.convolution" in seed.source
     conv = variants[TRITON_CONV]
@@ -149,17 +155,7 @@ def test_a_strict_convolution_task_without_another_start_starts_from_the_kernel(
     """A capture with no strict build of its own (the window gather's: this fixture was captured with cuDNN allowed)
     used to give a strict task no seed at all; the kernel on both paths is the seed now, with no variant repeating
     it."""
-    from evoforge.config import CampaignConfig, TaskConfig
-    from evoforge.task import Task
-    from evoforge.task_start import TaskStarts
-
-    task = Task.load("L2/87", overrides=SMALL)
-    seeds = tmp_path / "seeds"
-    seeds.mkdir()
-    (seeds / f"{task.name.replace('/', '_')}.inductor.json").write_text(L2_87.read_text())
-    starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec="L2/87")]), backend=None, run_dir=tmp_path,
-                        generate=False)
-    seed = starts._inductor_seed(task)
+    task, seed, starts = _set_up(tmp_path, [])
     assert seed.meta["compute_rule"] == "strict" and "_evoforge_conv(" in seed.source
     assert "convolution(" not in seed.source[seed.source.index("class ModelNew"):]
     assert TRITON_CONV not in {v.meta["inductor_config"] for v in starts.variant_starts[task.name]}
