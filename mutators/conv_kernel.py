@@ -32,7 +32,7 @@ import ast
 import re
 from typing import Any
 
-#: The variant's name (``inductor_config`` in the record) and the kernel's parameter prefix.
+#: The variant's name (``inductor_config`` in the record and its seed file's suffix).
 TRITON_CONV = "triton-conv"
 #: The precisions the kernel's dot may take: bf16 parts (three products) and three TF32 passes, each about fp32's
 #: error; one TF32 pass (7.9e-4 from float64 on L2/1's convolution, where cuDNN's TF32 is 3.0e-4) and exact fp32 on

@@ -1554,13 +1554,14 @@ def _fp32_only(model: Any, inputs: list[Any]) -> bool:
 
 
 class _RenderedAs:
-    """A GEMM template's jinja template whose rendered kernels take three TF32 passes in their dot."""
+    """A template's jinja template whose rendered kernels write their dot as ``dot`` (three TF32 passes unless told:
+    a GEMM template's; experiments/benchmarks/conv_algos.py renders the convolution template in each precision)."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    def __init__(self, inner: Any, dot: str = _TF32X3_DOT) -> None:
+        self.inner, self.dot = inner, dot
 
     def render(self, *args: Any, **kwargs: Any) -> str:
-        return self.inner.render(*args, **kwargs).replace(_TEMPLATE_DOT, _TF32X3_DOT)
+        return self.inner.render(*args, **kwargs).replace(_TEMPLATE_DOT, self.dot)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

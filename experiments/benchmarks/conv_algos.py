@@ -127,17 +127,6 @@ BUILDS = {"compile": None, "tpl-tf32": 'input_precision="tf32"', "tpl-tf32x3": '
           "tpl-bf16x3": 'input_precision="bf16x3"', "tpl-ieee": 'input_precision="ieee"'}
 
 
-class _Rendered:
-    def __init__(self, inner: Any, dot: str) -> None:
-        self.inner, self.dot = inner, dot
-
-    def render(self, *args: Any, **kwargs: Any) -> str:
-        return self.inner.render(*args, **kwargs).replace("allow_tf32=ALLOW_TF32", self.dot)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
 def build_task(spec: str, names: list[str], device: str, deadline: float) -> dict[str, Any]:
     """Eager, torch.compile and the template builds of one task at its main shape: relative RMS error of each
     against the float64 reference (signed inputs), the reference's own, compile seconds, and times."""
@@ -145,6 +134,7 @@ def build_task(spec: str, names: list[str], device: str, deadline: float) -> dic
 
     import torch
     import torch._inductor.kernel.conv  # noqa: F401  (its templates registered)
+    from evoforge.mutators.inductor_seed import _RenderedAs
     from torch._inductor.select_algorithm import TritonTemplate
 
     from evoforge.task import Task, load_task_module
@@ -172,7 +162,7 @@ def build_task(spec: str, names: list[str], device: str, deadline: float) -> dic
             dot = BUILDS[name]
             templates = list(TritonTemplate.all_templates.values()) if dot else []
             for t in templates:
-                t.template = _Rendered(t.template, dot)
+                t.template = _RenderedAs(t.template, dot)
             try:
                 options = ({"max_autotune": True, "max_autotune_conv_backends": "TRITON", "fx_graph_cache": False}
                            if dot else {})

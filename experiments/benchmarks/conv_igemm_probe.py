@@ -38,7 +38,7 @@ _KERNEL: dict[str, Any] = {"torch": torch, "triton": triton, "tl": tl, "PARAMS":
 def conv2d_igemm(x: torch.Tensor, weight: torch.Tensor, stride: tuple[int, int], padding: tuple[int, int],
                  p: dict[str, Any]) -> torch.Tensor:
     """conv2d (no bias, no dilation, one group) as a seed's ``_evoforge_conv`` computes it with the config ``p``;
-    the output is NCHW-shaped and laid out as cuDNN's. (``FLAT_K``, the launcher's own choice, is not taken from p.)"""
+    the output is NCHW-shaped and laid out as cuDNN's (the flat gather below 16 channels is the launcher's choice)."""
     if "_evoforge_conv" not in _KERNEL:
         from evoforge.mutators.conv_kernel import KERNEL_SOURCE
 
@@ -56,7 +56,7 @@ def configs(c: int, precisions: list[str]) -> list[dict[str, Any]]:
     for prec in precisions:
         for bm, bn, bk, warps, stages in tiles:
             out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 16 if flat and bk > 16 else bk, "num_warps": warps,
-                        "num_stages": stages, "FLAT_K": flat, "PRECISION": prec})
+                        "num_stages": stages, "PRECISION": prec})
     return out
 
 
