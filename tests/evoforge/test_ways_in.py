@@ -178,5 +178,8 @@ def test_a_time_budget_shorter_than_the_set_up_still_evaluates(tmp_path, capsys)
     assert proc.returncode == 0, proc.stderr[-3000:]
     task = json.loads(proc.stdout.strip().splitlines()[-1])["tasks"]["level1/19_ReLU"]
     assert task["evaluations"] >= 1 and task["best_speedup"] is not None, task
-    assert "time budget" in (task["stopped_early"] or "")
+    # Where the evaluators are fast (a warm machine, this process's Ray up), all four fit in 1.2 s; where they do not,
+    # the time budget is what stopped the task, and the summary says so.
+    if task["evaluations"] < 4:
+        assert "time budget" in (task["stopped_early"] or ""), task
 
