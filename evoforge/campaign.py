@@ -113,7 +113,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         if self.resume:
             restored = self.restore()
             self._restore_confirmations()
-            if not self.has_work():
+            if not self.has_work() and not self.starts.pending():
                 self.say(f"campaign {self.config.name}: nothing to do, {self._why_done()} ({restored} evaluations "
                          f"recorded in {self.run_dir}); raise --budget-evals or --budget-minutes to go on")
                 return False
@@ -133,17 +133,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         """Rebuild every task's history and strategy from the stored trials; returns how many."""
         assert self.store is not None
         closed = self.store.close_interrupted()
-        restored = 0
-        marks = ("no_child", "ticket", "reply_problem")  # what a child carries in its trial, not in its file
-        for name, state in self.tasks.items():
-            for stored in self.store.load(name, user_keys=marks):  # a trial's other attributes are not read
-                candidate = stored.candidate
-                kept = {k: stored.user_attrs[k] for k in marks if k in stored.user_attrs}
-                if kept:  # a no-child is recorded under its parent's id: its own marks live in the trial
-                    candidate = replace(candidate, meta={**candidate.meta, **kept})
-                self._absorb(state, candidate, stored.result, record=False)
-                restored += 1
-            state.proposals = state.evaluations
+        restored = sum(self._restore_task(state) for state in self.tasks.values())
         state_file = self.run_dir / "campaign_state.json"
         if state_file.exists():
             try:
@@ -154,8 +144,45 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
             log.warning("closed %d trial(s) left RUNNING by an interrupted writer", closed)
         return restored
 
+    def _restore_task(self, state: TaskState) -> int:
+        """One task's stored trials told to its history and strategy; returns how many."""
+        assert self.store is not None
+        restored = 0
+        marks = ("no_child", "ticket", "reply_problem")  # what a child carries in its trial, not in its file
+        for stored in self.store.load(state.task.name, user_keys=marks):  # a trial's other attributes are not read
+            candidate = stored.candidate
+            kept = {k: stored.user_attrs[k] for k in marks if k in stored.user_attrs}
+            if kept:  # a no-child is recorded under its parent's id: its own marks live in the trial
+                candidate = replace(candidate, meta={**candidate.meta, **kept})
+            self._absorb(state, candidate, stored.result, record=False)
+            restored += 1
+        state.proposals = state.evaluations
+        return restored
+
+    def _arrivals(self) -> list[TaskState]:
+        """Tasks whose torch.compile capture arrived since the last call, joined to the campaign (on a resume with
+        what their studies hold). The time budget starts once the last has arrived: until then the evaluators
+        work on the tasks that are there, and the search's budget is still whole."""
+        if self.starts is None or not self.starts.pending():
+            return []
+        joined = [self._add_task(task, seed) for task, seed in self.starts.arrived()]
+        for state in joined:
+            if self.resume:
+                self._restore_task(state)
+                text = self.store.study(state.task.name).user_attrs.get(confirm.CONFIRM_ATTR) if self.store else None
+                if text and not self._wants_more(state):
+                    state.confirmation = confirm.Confirmation.from_attr(text, state.history)
+            log.warning("task %s: its seed arrived; it joins the campaign (%d task(s) still capturing)",
+                        state.task.name, self.starts.pending())
+        self.not_started.update(self.starts.not_started)
+        if not self.starts.pending():
+            self.started = time.monotonic()  # the set-up is over: the search's time budget starts now
+        return joined
+
     # ---------------------------------------------------------------- the loop
     def elapsed_s(self) -> float:
+        if self.starts is not None and self.starts.pending():  # the set-up is not over: the budget has not started
+            return self.elapsed_before_s
         return self.elapsed_before_s + time.monotonic() - self.started
 
     def out_of_time(self, share: float = 1.0) -> bool:
@@ -195,6 +222,15 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         baselines = [s for s in self.tasks.values() if s.baseline is None] if self.times_compile() else []
         with CampaignProgress(self, enabled=self.progress) as progress:
             while True:
+                # Tasks whose capture arrived: their seed, starts and torch.compile's build join the round robin.
+                for state in self._arrivals():
+                    names.append(state.task.name)
+                    if state.evaluations == 0 and not state.seed_is_reference:
+                        seeds_to_send.append(state)
+                        starts_to_send.append(state)
+                    if self.times_compile() and state.baseline is None:
+                        baselines.append(state)
+                    progress.update()
                 # torch.compile's build of each task, timed once on a free evaluator (beside the seed where two are).
                 while baselines and self.pool.free() > 0 and not self.out_of_time():
                     self._send_baseline(baselines.pop(0))
@@ -283,16 +319,19 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
                     progress.update()
                 self._save_state()
                 idle = not pending and not building and not built and self.pool.in_flight() == 0
+                joining = self.starts is not None and self.starts.pending() > 0  # tasks still to arrive: not the end
                 if idle and not any(self._wants_more(s) for s in self.tasks.values()):
-                    if not self._confirmations_open():
+                    if not self._confirmations_open() and not joining:
                         break
+                    await asyncio.sleep(0.1 if joining else 0)
                     continue
                 wanting = {n for n, s in self.tasks.items() if self._wants_more(s)}
                 if idle and wanting and wanting <= exhausted and not told:
                     for name in wanting:  # said even when the last results came in after the strategy ran dry
                         self._stop(self.tasks[name])
-                    if not self._confirmations_open():
+                    if not self._confirmations_open() and not joining:
                         break  # every strategy with budget left is exhausted (a space smaller than the budget)
+                    await asyncio.sleep(0.1 if joining else 0)
                     continue
                 await asyncio.sleep(0.01 if pending or building else 0)
         return self.finish()
@@ -372,6 +411,8 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
             log.warning("could not write the studies' notes for the dashboard (%s: %s)", e.__class__.__name__, e)
 
     def close(self) -> None:
+        if self.starts is not None:
+            self.starts.close()
         if self.builds is not None:
             self.builds.close()
             self.builds = None

@@ -100,48 +100,57 @@ class CampaignSetup:
         cfg.arch = cfg.arch or backend.arch
         self.mutators = self._make_mutators(cfg.arch)
         pairs = self._load_tasks()
-        self._check_languages(pairs, backend)
-        operators = [PARAMS, *self.mutators] if PARAMS in cfg.operators else list(self.mutators)
-        states = []
-        for i, (task, seed) in enumerate(pairs):
-            # Operators that can act on the seed's structure (LLM operators can act on any).
-            usable = [op for op in operators if op == PARAMS or family_of(op) == LLM
-                      or self.mutators[op].applicable(seed, None)]
-            if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
-                usable = [op for op in usable if family_of(op) == LLM]
-            # Beside the seed: the knowledge base's starts for it, then each Inductor variant followed by the
-            # knowledge base's starts for that variant (its GEMM template's bf16 split: the vendor rule's seed calls
-            # cuBLAS, and the split exists only in the variant's Triton GEMM).
-            starts = self.starts.knowledge_starts(task, seed)
-            for variant in self.starts.variant_starts.pop(task.name, []):
-                starts += [variant, *self.starts.knowledge_starts(task, variant)]
-            states.append(TaskState(task=task, strategy=self._strategy(task, seed, usable, i), seed=seed,
-                                    starts=starts))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
-        if not self.resume:
-            self._refuse_studies_of_another_run([s.task.name for s in states])
-        for state in states:
-            self.tasks[state.task.name] = state
-            if (landscape := self._landscape_of(state.task)) is not None:
-                from evoforge.search.bench import legality
-
-                self._legality[state.task.name] = legality(landscape)
-            study = self.store.study(state.task.name)
-            if "run_dir" not in study.user_attrs:
-                study.set_user_attr("run_dir", str(self.run_dir.resolve()))
-            if study.user_attrs.get("language") != state.seed.language:
-                study.set_user_attr("language", state.seed.language)
-            if study.user_attrs.get(BASELINE_ATTR):  # timed by the run this one resumes
-                state.baseline = EvalResult.from_dict(json.loads(study.user_attrs[BASELINE_ATTR]))
+        try:
+            self._check_languages(pairs, backend)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.store = OptunaStore(run_dir=self.run_dir, campaign=cfg.name, storage_url=cfg.storage)
+            if not self.resume:  # every task's, those whose capture is still under way too
+                self._refuse_studies_of_another_run(list(self.starts.index))
+        except BaseException:
+            self.starts.close()
+            raise
+        for task, seed in pairs:
+            self._add_task(task, seed)
         options = ChainOptions(trials=cfg.correctness_runs, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
         self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
                                  backend=backend.name, arch=cfg.arch, options=options.to_dict())
         self._options = options
-        if any(s.seed.language == "cute" for s in states):
+        if any(s.seed.language == "cute" for s in self.tasks.values()):
             from evoforge.backends.cute_builds import BuildAhead
 
             self.builds = BuildAhead(arch=cfg.arch, workers=cfg.build_workers or None)
+
+    def _add_task(self, task: Task, seed: Candidate) -> TaskState:
+        """A task with its seed joins the campaign (at set-up, or when its capture arrives): its strategy with the
+        knowledge base's hints, its starts, its study."""
+        assert self.store is not None
+        operators = [PARAMS, *self.mutators] if PARAMS in self.config.operators else list(self.mutators)
+        # Operators that can act on the seed's structure (LLM operators can act on any).
+        usable = [op for op in operators if op == PARAMS or family_of(op) == LLM
+                  or self.mutators[op].applicable(seed, None)]
+        if seed.meta.get("reference"):  # nothing to tune or rewrite until a kernel is generated
+            usable = [op for op in usable if family_of(op) == LLM]
+        # Beside the seed: the knowledge base's starts for it, then each Inductor variant followed by the knowledge
+        # base's starts for that variant (its GEMM template's bf16 split: the vendor rule's seed calls cuBLAS, and the
+        # split exists only in the variant's Triton GEMM).
+        starts = self.starts.knowledge_starts(task, seed)
+        for variant in self.starts.variant_starts.pop(task.name, []):
+            starts += [variant, *self.starts.knowledge_starts(task, variant)]
+        state = TaskState(task=task, strategy=self._strategy(task, seed, usable, self.starts.index[task.name]),
+                          seed=seed, starts=starts)
+        self.tasks[task.name] = state
+        if (landscape := self._landscape_of(task)) is not None:
+            from evoforge.search.bench import legality
+
+            self._legality[task.name] = legality(landscape)
+        study = self.store.study(task.name)
+        if "run_dir" not in study.user_attrs:
+            study.set_user_attr("run_dir", str(self.run_dir.resolve()))
+        if study.user_attrs.get("language") != seed.language:
+            study.set_user_attr("language", seed.language)
+        if study.user_attrs.get(BASELINE_ATTR):  # timed by the run this one resumes
+            state.baseline = EvalResult.from_dict(json.loads(study.user_attrs[BASELINE_ATTR]))
+        return state
 
     def _backend_options(self) -> dict[str, Any]:
         """What the backend is built with, here and in the pool's actors: on ``--backend replay``, the simulated
@@ -214,7 +223,9 @@ class CampaignSetup:
         actors = -(-workers // per_actor)
         where = f"the Ray cluster at {cfg.ray_address}" if cfg.ray_address else "a local Ray"
         shape = (f"{workers} simulated device(s) on {actors} actor(s)" if simulated else f"{workers} evaluator(s)")
-        self.say(f"campaign {cfg.name}: {len(self.tasks)} task(s), {cfg.budget_evals} evaluations each, on "
+        joining = self.starts.pending() if self.starts is not None else 0
+        later = f" (and {joining} joining as torch.compile's captures of them arrive)" if joining else ""
+        self.say(f"campaign {cfg.name}: {len(self.tasks)} task(s){later}, {cfg.budget_evals} evaluations each, on "
                  f"{self.backend.name} ({cfg.arch}); starting {shape} in {where}, which takes a "
                  f"while before the first result; recording in {self.run_dir}")
         # This process holds the LLM key: undumpable (no same-user process reads its /proc/<pid>/environ or memory;

@@ -52,7 +52,8 @@ class CampaignProgress:
         if not self.enabled:
             return
         if self._progress is not None:
-            self._progress.update(self._task_id, completed=self._done(), description=self._describe())
+            self._progress.update(self._task_id, total=self._total(), completed=self._done(),
+                                  description=self._describe())
         elif time.monotonic() - self._last_line > 10 or self._done() == self._total():
             self._last_line = time.monotonic()  # a log file gets one line per 10 s, not a flood
             self.console.print(f"[{self._done()}/{self._total()}] {self._describe()}", markup=False, highlight=False)

@@ -1,11 +1,13 @@
 """How each task of a campaign starts: its seed (a file, the template that serves it, torch.compile's Triton, or the
 reference for an LLM to write from) and the candidates evaluated right after it (the knowledge base's shape starts,
-the Inductor variants). Everything here runs at set-up, before the evaluators start; what cannot start is said in
-one line (``not_started`` in a campaign of several tasks, a ``UsageError`` for a campaign of one)."""
+the Inductor variants). Seeds from a file or a template are ready at set-up; torch.compile's captures run side by
+side in processes of their own, and the campaign starts its evaluators as soon as one task has a seed: the others
+join as their captures arrive (``arrived``), so the device evaluates while the rest of the set-up compiles. What
+cannot start is said in one line (``not_started`` in a campaign of several tasks, a ``UsageError`` for a campaign
+of one, or where no task can start)."""
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from dataclasses import replace
@@ -43,6 +45,12 @@ class TaskStarts:
         self.variant_starts: dict[str, list[Candidate]] = {}  # task -> its Inductor variants, sent after the seed
         self.input_shapes: dict[str, tuple[tuple[int, ...], ...]] = {}  # task -> its inputs' shapes (meta device)
         self.input_bytes: dict[str, int] = {}  # task -> its inputs' bytes at the main shape
+        self.index: dict[str, int] = {}  # task -> its place in the config (its strategy's seed), whenever it arrives
+        self._capturing: list[tuple[Task, Any]] = []  # tasks whose torch.compile capture is under way, with its future
+        self._captures: Any = None  # the threads that wait on the capture processes
+        self._processes: set[Any] = set()  # capture processes running now (killed by ``close``)
+        self._closed = False
+        self._single = False  # the campaign has one task: its failure to start is the campaign's (raised)
 
     def load(self) -> list[tuple[Task, Candidate]]:
         from evoforge.knowledge import find_template_for, template_floor_passes
@@ -53,6 +61,7 @@ class TaskStarts:
         for tc in self.config.tasks:
             if tc.landscape:  # a recorded kernel, answered from its file on --backend replay
                 out.append(self._landscape_task(tc.landscape))
+                self.index[out[-1][0].name] = len(self.index)
                 continue
             language = tc.language or None  # None: the seed's own
             task = Task.load(tc.spec, overrides=tc.set, shapes=tc.shapes, allow_ops=tc.allow_ops,
@@ -60,6 +69,7 @@ class TaskStarts:
             if tc.floor_passes is None and (passes := template_floor_passes(task, language or "triton")) is not None:
                 task = replace(task, floor_passes=passes)
             self._check_inputs(task)
+            self.index[task.name] = len(self.index)
             seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task, language or "triton")
             if seed_path is None and self.generate:
                 # The first kernel is written from the reference: the reference is the lineage's start (never
@@ -102,32 +112,69 @@ class TaskStarts:
     def _inductor_seeds(self, pairs: list[tuple[Task, Candidate | None]]) -> list[tuple[Task, Candidate]]:
         """Every task no template serves gets its seed from torch.compile, the captures run side by side (each a
         process compiling on the CPU: a benchmark's hundred tasks one after another took the better part of an
-        hour to start). In a campaign of several tasks, one that cannot start this way is left out with one line
-        (``summary["not_started"]``) and the others run; alone, or with every task so, it stops the campaign."""
+        hour to start). Returns the tasks ready now; where none is, waits for the first capture that gives a seed,
+        so that a campaign no task of which can start says so before Ray starts. The others arrive while the
+        campaign runs (``arrived``). In a campaign of several tasks, one that cannot start this way is left out with
+        one line (``summary["not_started"]``) and the others run; alone, or with every task so, it stops the
+        campaign."""
         import os
         from concurrent.futures import ThreadPoolExecutor
 
         waiting = [task for task, seed in pairs if seed is None]
+        self._single = len(pairs) == 1
         if waiting:
             side_by_side = max(1, min(len(waiting), (os.cpu_count() or 2) // 2, 8))
-            with ThreadPoolExecutor(side_by_side) as pool:
-                list(pool.map(functools.partial(self._capture_inductor, side_by_side=side_by_side), waiting))
-        out = []
-        for task, seed in pairs:
-            if seed is None:
-                try:
-                    seed = self._inductor_seed(task)
-                except UsageError as e:
-                    if len(pairs) == 1:
-                        raise
-                    self.not_started[task.name] = str(e)
-                    log.warning("%s; the campaign goes on without it", e)
-                    continue
-            out.append((task, seed))
+            self._captures = ThreadPoolExecutor(side_by_side, thread_name_prefix="evoforge-capture")
+            self._capturing = [(task, self._captures.submit(self._capture_inductor, task, side_by_side))
+                               for task in waiting]
+        out = [(task, seed) for task, seed in pairs if seed is not None]
+        while not out and self._capturing:
+            from concurrent.futures import FIRST_COMPLETED, wait
+
+            wait([future for _, future in self._capturing], return_when=FIRST_COMPLETED)
+            out = self.arrived()
         if not out:
+            self.close()
             raise UsageError(f"no task of this campaign can start: {next(iter(self.not_started.values()))} (and "
                              f"{len(self.not_started) - 1} more, each logged above)")
         return out
+
+    def pending(self) -> int:
+        """How many tasks' captures are still under way."""
+        return len(self._capturing)
+
+    def arrived(self) -> list[tuple[Task, Candidate]]:
+        """The tasks whose capture has finished since the last call, each with its seed (its variants in
+        ``variant_starts``), in the config's order; one that cannot start is in ``not_started`` with its line (a
+        campaign of one task raises it)."""
+        done = [(task, future) for task, future in self._capturing if future.done()]
+        if not done:
+            return []
+        self._capturing = [item for item in self._capturing if not item[1].done()]
+        out = []
+        for task, future in sorted(done, key=lambda item: self.index[item[0].name]):
+            future.result()  # a capture's own failure is written as its reason; anything else is a bug: raised
+            try:
+                out.append((task, self._inductor_seed(task)))
+            except UsageError as e:
+                if self._single:
+                    raise
+                self.not_started[task.name] = str(e)
+                log.warning("%s; the campaign goes on without it", e)
+        if not self._capturing and self._captures is not None:
+            self._captures.shutdown(wait=False)
+            self._captures = None
+        return out
+
+    def close(self) -> None:
+        """Captures still under way are stopped (their processes killed: a resume captures them again)."""
+        self._closed = True
+        for proc in list(self._processes):
+            proc.kill()
+        if self._captures is not None:
+            self._captures.shutdown(wait=True, cancel_futures=True)
+            self._captures = None
+        self._capturing = []
 
     def _check_inputs(self, task: Task) -> None:
         """Shapes the task cannot draw inputs at are the user's mistake (one line, now); inputs far too big for
@@ -188,20 +235,30 @@ class TaskStarts:
         # The capture's autotuning times kernels: it holds the device's turn while it does, as evaluations do.
         key = lock_key_of(self.backend)
         turn = device_turn_path(key) if key else None
+        if self._closed:
+            return
         log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
+        # -P: the installed evoforge, whatever the current folder (a checkout's partial evoforge/ would shadow it)
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "evoforge.mutators.inductor_seed", task.path, device,
+                                 str(captured), json.dumps(task.overrides), json.dumps(list(task.allow_ops))],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env=capture_env(side_by_side, turn))
+        self._processes.add(proc)
         try:
-            # -P: the installed evoforge, whatever the current folder (a checkout's partial evoforge/ would shadow it)
-            proc = subprocess.run([sys.executable, "-P", "-m", "evoforge.mutators.inductor_seed", task.path, device,
-                                   str(captured), json.dumps(task.overrides), json.dumps(list(task.allow_ops))],
-                                  capture_output=True, text=True,
-                                  timeout=max(600.0, self.config.timeout_s), env=capture_env(side_by_side, turn))
+            _, stderr = proc.communicate(timeout=max(600.0, self.config.timeout_s))
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
             reason = "torch.compile did not finish within 600 s"
         else:
             if proc.returncode == 0 and captured.exists():
                 return
-            tail = last_error_line(proc.stderr) or "no output"
+            if self._closed:  # stopped by ``close``: nothing is written, a resume captures it
+                return
+            tail = last_error_line(stderr) or "no output"
             reason = f"capturing torch.compile's code failed ({tail})"
+        finally:
+            self._processes.discard(proc)
         atomic_write(captured.with_suffix(".failed"), reason)  # not the capture: a resume tries again
 
     def _inductor_seed(self, task: Task) -> Candidate:

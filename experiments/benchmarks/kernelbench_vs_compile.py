@@ -9,7 +9,9 @@ eager and torch.compile's default (static) build.
    call: Inductor writes no Triton) are issues S and U, not this sample.
 2. ``--run`` (GPU): ``--part K/N`` of the sample as one `evoforge run` (a config of those tasks, each with its rule's
    ``allow_ops``; everything else default) with ``--budget-minutes`` = ``--minutes-per-task`` x tasks (the
-   campaign's set-up, the captures included, counts in it). Then, in this process (not the campaign's), for each
+   search's time: it starts once every task has its seed; the set-up before it, torch.compile's captures, is not
+   counted, and tasks already started are evaluated while the others capture). Then, in this process (not the
+   campaign's), for each
    task: eager, torch.compile (default, static), the exported best kernel (``RUN/best/<task>.py``) and the seed
    (``RUN/seeds/<task>.py``) checked against the reference and timed together (the coverage script's timing:
    0.5 s of all in turn, then mirrored do_bench medians, L2 flushed; with ``--placements N`` the median of N
