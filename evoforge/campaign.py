@@ -231,8 +231,13 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
                     if self.times_compile() and state.baseline is None:
                         baselines.append(state)
                     progress.update()
-                # torch.compile's build of each task, timed once on a free evaluator (beside the seed where two are).
-                while baselines and self.pool.free() > 0 and not self.out_of_time():
+                # torch.compile's build of each task, timed once on a free evaluator, once every task's seed (and the
+                # starts beside it) has gone out: the search waits for a seed's result, not for the baseline (which
+                # compiles the reference). A seed being made or waiting for an evaluator has not gone out.
+                seeds_waiting = (any(self._wants_more(s) for s in seeds_to_send)
+                                 or any(s.evaluations == 0 for s, _ in pending.values())
+                                 or any(s.evaluations == 0 for s, _, _ in built))
+                while baselines and not seeds_waiting and self.pool.free() > 0 and not self.out_of_time():
                     self._send_baseline(baselines.pop(0))
                 # A task whose search is done: its finalists re-timed (and torch.compile's build again).
                 self._send_confirmations()

@@ -85,3 +85,38 @@ def test_a_campaign_times_torch_compile_once_per_task_and_holds_its_kernels_to_i
     study = optuna.load_study(study_name="base/level1/19_ReLU", storage=f"sqlite:///{out}/optuna.db")
     assert study.user_attrs["compile_baseline"] == stored  # kept, not timed again
     assert len(study.trials) == 3 and not any(timed in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.slow
+def test_every_tasks_seed_goes_out_before_torch_compiles_builds(tmp_path, capsys):
+    """The search waits for a seed's result, not for torch.compile's build (a compile of the reference, tens of
+    seconds on a GPU): with one evaluator, each task's seed is evaluated before any baseline is timed (before, the
+    baselines of every task went first, or took the evaluator while a seed was being made), and the children after
+    them are held to the build."""
+    config = tmp_path / "two.toml"
+    config.write_text(f"""
+[campaign]
+name = "order"
+budget_evals = 2
+operators = ["params"]
+workers = 1
+compile_baseline = "on"
+
+[[tasks]]
+spec = "L1/19"
+seed_kernel = "{RELU / 'plain_constants.py'}"
+set = {{batch_size = 4, dim = 1000}}
+
+[[tasks]]
+spec = "L1/20"
+seed_kernel = "{FIXTURES / 'leaky' / 'plain_computed.py'}"
+set = {{batch_size = 4, dim = 1000}}
+""")
+    out = tmp_path / "run"
+    proc = cli_main(capsys, "run", str(config), "--backend", "interpreter", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = {task: optuna.load_study(study_name=f"order/{task}", storage=f"sqlite:///{out}/optuna.db").trials
+              for task in ("level1/19_ReLU", "level1/20_LeakyReLU")}
+    for task, made in trials.items():
+        assert "vs_compile" not in made[0].user_attrs, task  # the seed: no build timed yet
+    assert "vs_compile" in trials["level1/19_ReLU"][1].user_attrs  # its child: held to the build
