@@ -73,8 +73,10 @@ class Sampler:
         return statistics.fmean(values) / 100 if values else None
 
 
-def write_config(path: Path, tasks: list[tuple[str, list[str]]], sets: list[str], budget_minutes: float) -> None:
-    lines = ["[campaign]", 'name = "utilization"', f"budget_minutes = {budget_minutes:g}", ""]
+def write_config(path: Path, tasks: list[tuple[str, list[str]]], sets: list[str], budget_minutes: float,
+                 per_device: int = 0) -> None:
+    lines = ["[campaign]", 'name = "utilization"', f"budget_minutes = {budget_minutes:g}"]
+    lines += [f"evaluators_per_device = {per_device}", ""] if per_device else [""]
     for spec, allow in tasks:
         lines += ["[[tasks]]", f'spec = "{spec}"']
         if allow:
@@ -107,6 +109,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="NAME=VALUE for every task (a CPU smoke's sizes)")
     ap.add_argument("--budget-minutes", type=float, default=1.0)
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--evaluators-per-device", type=int, default=0, help="the campaign's (0: its default)")
     ap.add_argument("--pythonpath", default="", help="prepend this to the campaign's PYTHONPATH (another build)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/campaign_utilization"))
     ap.add_argument("--label", default="")
@@ -119,7 +122,7 @@ def main() -> None:
     subprocess.run(["rm", "-rf", str(work)], check=False)
     work.mkdir(parents=True)
     config = work / "campaign.toml"
-    write_config(config, tasks, args.set, args.budget_minutes)
+    write_config(config, tasks, args.set, args.budget_minutes, args.evaluators_per_device)
     env = dict(os.environ)
     if args.pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (args.pythonpath, env.get("PYTHONPATH", "")) if p)
@@ -148,7 +151,7 @@ def main() -> None:
         (f"{a}-{a + 60} s", a, a + 60) for a in range(60, int(t1 - t0) + 60, 60)]
     summary = json.loads((work / "run" / "summary.json").read_text()) if (work / "run" / "summary.json").exists() else {}
     result = {
-        "label": args.label, "exit": code, "wall_s": round(t1 - t0, 1), "budget_minutes": args.budget_minutes,
+        "label": args.label, "exit": code, "evaluators_per_device": args.evaluators_per_device or "default", "wall_s": round(t1 - t0, 1), "budget_minutes": args.budget_minutes,
         "tasks": [s for s, _ in tasks], "evaluations": len(trials),
         "evaluations_per_min": round(len(trials) / ((t1 - t0) / 60), 2),
         "first_evaluation_s": round(min(starts) - t0, 1) if starts else None,
