@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import copy
 import enum
+import functools
 import hashlib
 import json
 import re
@@ -104,8 +106,15 @@ def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     convention (the knowledge base's source model, the rule operators and the export read it through here).
 
     Returns empty dicts when the source does not parse or declares nothing: the static check reports parse
-    errors, this function only reads what is there.
+    errors, this function only reads what is there. Each call gets its own copies (a campaign's driver reads one
+    source's declaration for every child of it: parsed once, ``_declared``).
     """
+    space, params = _declared(source)
+    return {k: list(v) for k, v in space.items()}, copy.deepcopy(params)
+
+
+@functools.lru_cache(maxsize=256)
+def _declared(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -137,8 +146,10 @@ def check_params(source: str, params: Any, *, where: str) -> None:
 LANGUAGES = ("triton", "cute")
 
 
+@functools.lru_cache(maxsize=256)
 def source_language(source: str) -> str:
-    """The kernel language a candidate module is written in, read from its source (no code is run).
+    """The kernel language a candidate module is written in, read from its source (no code is run; the answer is
+    kept per source: a campaign's driver asks it of every child of a structure).
 
     A module-level ``LANGUAGE = "cute"`` literal says it; without one, a module that keeps CUDA C++ in a
     module-level ``CUDA_SRC`` and imports ``evoforge.backends.cute`` (the CuTe contract) is CuTe; anything else

@@ -479,6 +479,7 @@ class SourceModel:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self._scope_locals: dict[str, dict[str, list[ast.expr | None]]] = {}
         self.tree = ast.parse(source)
         self.space, self.params_literal = declared_space(source)
         self.constants: dict[str, ast.expr] = {}
@@ -567,8 +568,14 @@ class SourceModel:
 
     # -- binding -------------------------------------------------------------------------------------------------
     def scope_locals(self, scope: str) -> dict[str, list[ast.expr | None]]:
-        node = self.python_functions.get(scope)
-        return _local_assignments(node.body, unpack=True) if node is not None else {}
+        """The local assignments of a host function, kept per scope (the model is read-only once built, and every
+        config of a structure is bound through them)."""
+        kept = self._scope_locals.get(scope)
+        if kept is None:
+            node = self.python_functions.get(scope)
+            kept = _local_assignments(node.body, unpack=True) if node is not None else {}
+            self._scope_locals[scope] = kept
+        return kept
 
     def merged_params(self, params: dict[str, Any] | None) -> dict[str, Any]:
         return {**self.params_literal, **(params or {})}

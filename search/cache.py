@@ -59,4 +59,5 @@ class ResultCache:
         if result.status in _UNCACHEABLE or result.cached:
             return
         path = self.directory / f"{self.key(task_key, candidate)}.json"
-        atomic_write(path, json.dumps(json_safe(result.to_dict())))
+        # Not fsynced: an entry a power cut loses costs one evaluation again; a kill -9 loses none (the rename).
+        atomic_write(path, json.dumps(json_safe(result.to_dict())), durable=False)

@@ -77,8 +77,10 @@ def disk_full_error(where: Path, run_dir: Path | None = None) -> DiskFull:
                     f"with room), then continue with `evoforge run --resume {run}`; what was recorded is kept")
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write then rename: a reader (or a resume after kill -9) sees the old file or the new one, never half."""
+def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write then rename: a reader (or a resume after kill -9) sees the old file or the new one, never half.
+    ``durable``: the bytes reach the disk before the rename (fsync), so a power cut or an OS crash keeps them too;
+    a file that can be made again (a result cache's entry) skips it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -89,8 +91,9 @@ def atomic_write(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)

@@ -289,6 +289,7 @@ def run_one(*, evals: int, devices: int, per_task: int, storage: str, url: str |
         stats.sort_stats("cumulative").print_stats(45)
         stats.sort_stats("tottime").print_stats(30)
         profile.write_text(text.getvalue())
+        profiler.dump_stats(str(profile.with_suffix(".prof")))  # the raw profile beside it (callers, callees)
         out["profile"] = str(profile)
     return out
 
