@@ -193,7 +193,11 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def source_hash(source: str) -> str:
+    """A source's identity (a structure's id), kept per source: a campaign's driver asks it of the same few sources
+    hundreds of thousands of times (every candidate's ``id`` and ``structure_id``), and an Inductor seed's source is
+    tens of kilobytes to hash."""
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
@@ -236,8 +240,10 @@ class Candidate:
         """Identity of the structure alone: children that only retune parameters share it."""
         return source_hash(self.source)
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
+        """The source and the parameter values hashed, once per candidate (a candidate is immutable: a change is a
+        new one, ``with_params``/``replace``); the driver reads a child's id several times on its way."""
         params = json.dumps(self.params, sort_keys=True, default=str)
         return hashlib.sha256((self.source + "\0" + params).encode()).hexdigest()[:16]
 

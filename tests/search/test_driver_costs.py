@@ -56,3 +56,19 @@ def test_a_cache_entry_is_not_fsynced_and_a_candidate_file_is(tmp_path: Path, mo
     assert fsyncs[0] == 0 and cache.get({"task": "t"}, child).speedup == 2.0
     OptunaStore(run_dir=tmp_path, campaign="c").save_candidate(child)
     assert fsyncs[0] == 1
+
+
+def test_a_candidates_identity_is_hashed_once(monkeypatch) -> None:
+    """The driver reads a child's ``id`` and ``structure_id`` many times on its way (the route, the cache, the
+    record, a task's coverage): an Inductor seed's source is tens of kilobytes, hashed once, not at every read. The
+    ids are the same values as ever (stored records are keyed by them)."""
+    import hashlib
+
+    source = f'# {uuid.uuid4()}\nSPACE = {{"BLOCK": [64, 128]}}\nPARAMS = {{"BLOCK": 64}}\n' + "x = 1\n" * 5000
+    child = Candidate.from_source(source, task="t").with_params({"BLOCK": 128})
+    expected_id = hashlib.sha256((source + "\0" + '{"BLOCK": 128}').encode()).hexdigest()[:16]
+    expected_structure = hashlib.sha256(source.encode()).hexdigest()[:16]
+    hashes = _counting(monkeypatch, hashlib, "sha256")
+    for _ in range(100):
+        assert child.id == expected_id and child.structure_id == expected_structure
+    assert hashes[0] <= 2, hashes[0]
