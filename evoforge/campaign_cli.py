@@ -234,7 +234,9 @@ def add_subparser(sub: Any) -> None:
     p.add_argument("--out", help="run directory (default runs/<name>)")
     p.add_argument("--name", help="campaign name (studies are named <name>/<task>)")
     p.add_argument("--budget-evals", type=int, help="evaluations per task")
-    p.add_argument("--budget-minutes", type=float, help="wall-clock budget of the whole campaign")
+    p.add_argument("--budget-minutes", type=float, help="the search's wall-clock minutes, counted once every task "
+                   "has its seed (torch.compile's captures before that are not counted; tasks already started are "
+                   "evaluated meanwhile)")
     p.add_argument("--backend", help="auto, cuda, xpu, interpreter, or replay (a simulated device: recorded "
                                      "landscapes and a seeded cost model; see --landscape)")
     p.add_argument("--arch", help="knowledge-base arch (default: the device's)")

@@ -66,7 +66,7 @@ class CampaignConfig:
     evaluators_per_device: int = 2  # actors sharing a GPU: one measures while the others load and compile
     build_workers: int = 0  # CuTe: nvcc builds run ahead on CPU threads; 0: one per core, up to 16
     budget_evals: int = 50  # per task
-    budget_minutes: float = 0.0  # the search's wall clock, from the evaluators' start (set-up before it); 0: no limit
+    budget_minutes: float = 0.0  # the search's wall clock, once every task has its seed (set-up before it); 0: no limit
     strategy: str = DEFAULT_STRATEGY
     strategy_options: dict[str, Any] = field(default_factory=dict)  # keyword options of the strategy
     operators: list[str] = field(default_factory=lambda: list(DEFAULT_OPERATORS))  # names in mutators/registry.py
