@@ -35,7 +35,7 @@ from evoforge.mutators.base import Mutator
 from evoforge.route import ChildRoute
 from evoforge.search.base import Proposal, Store
 from evoforge.search.cache import ResultCache
-from evoforge.search.store import atomic_write
+from evoforge.search.durable import atomic_write
 from evoforge.task_start import KNOWLEDGE_START
 from evoforge.task_state import TaskState
 

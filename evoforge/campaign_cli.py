@@ -159,7 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = apply_flags(config, args) if _any_override(args) else config
     else:
         config = apply_flags(load_config(args.config), args)
-    from evoforge.search.store import disk_full_error, no_space_left
+    from evoforge.search.durable import disk_full_error, no_space_left
 
     campaign = Campaign(config, resume=bool(args.resume), progress=not args.quiet)
     try:

@@ -99,7 +99,7 @@ class CampaignConfig:
         return dataclasses.asdict(self)
 
     def write(self, path: Path) -> None:
-        from evoforge.search.store import atomic_write
+        from evoforge.search.durable import atomic_write
 
         atomic_write(path, json.dumps(self.to_dict(), indent=2, sort_keys=True))
 

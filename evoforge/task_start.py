@@ -16,7 +16,7 @@ from typing import Any
 
 from evoforge.config import CampaignConfig
 from evoforge.core import SEED_OPERATOR, Candidate, UsageError, source_language
-from evoforge.search.store import atomic_write
+from evoforge.search.durable import atomic_write
 from evoforge.task import Task, read_candidate_file
 
 log = logging.getLogger("evoforge.campaign")

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from evoforge.search.store import atomic_write
+from evoforge.search.durable import atomic_write
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, json_safe
 

@@ -10,7 +10,8 @@ import time
 
 import optuna
 import pytest
-from evoforge.search.store import DiskFull, OptunaStore
+from evoforge.search.durable import DiskFull
+from evoforge.search.store import OptunaStore
 from optuna.trial import TrialState
 
 from tests.conftest import FIXTURES, REPO, cli_main
