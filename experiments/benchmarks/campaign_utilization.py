@@ -1,6 +1,7 @@
 """How busy a campaign keeps the GPU, from its first second (issue Y): `evoforge run` as a user runs it (its own
 process, the installed package, default options) over a mix of KernelBench tasks, some served by a template (a seed
-at once), some started from torch.compile's capture, while `nvidia-smi` samples the GPU's utilization every 250 ms.
+at once), some started from torch.compile's capture, while `nvidia-smi` samples the GPU's utilization every 250 ms
+(throughput.py's ``UtilizationSampler``).
 
 Per run: wall time, the first evaluation's start after the command's (from the record's trials), evaluations and
 evaluations per minute, the GPU's busy share over the whole run and per window (the first 30 s, 30-60 s, then each
@@ -19,10 +20,8 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,44 +32,15 @@ TASKS = [("L1/19", []), ("L1/23", []), ("L1/40", []), ("L1/29", []), ("L1/96", [
          ("L2/1", ["addmm", "baddbmm", "bmm", "convolution", "mm"])]
 
 
-class Sampler:
-    """`nvidia-smi -lms` in the background: (host time, utilization.gpu of the first GPU) samples."""
+def _load(name: str) -> Any:
+    """A sibling script as a module (``python -P`` keeps this folder off sys.path)."""
+    import importlib.util
 
-    def __init__(self, period_ms: int = 250) -> None:
-        self.samples: list[tuple[float, float]] = []
-        self.period_ms = period_ms
-        self.proc: subprocess.Popen | None = None
-        self.thread: threading.Thread | None = None
-
-    def __enter__(self) -> Sampler:
-        try:
-            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                                          "-i", "0", f"-lms={self.period_ms}"],
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        except OSError:
-            return self
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-        return self
-
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                self.samples.append((time.time(), float(line.strip())))
-            except ValueError:
-                continue
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-        if self.thread is not None:
-            self.thread.join(timeout=5)
-
-    def busy(self, start: float, end: float) -> float | None:
-        values = [u for t, u in self.samples if start <= t < end]
-        return statistics.fmean(values) / 100 if values else None
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
 
 
 def write_config(path: Path, tasks: list[tuple[str, list[str]]], sets: list[str], budget_minutes: float,
@@ -129,7 +99,7 @@ def main() -> None:
     cmd = [sys.executable, "-P", "-c", "from evoforge.cli import main; main()", "run", str(config), "--out",
            str(work / "run"), "--backend", args.backend, "--quiet"]
     t0 = time.time()
-    with Sampler() as sampler, (work / "campaign.log").open("w") as log:
+    with _load("throughput").UtilizationSampler(period_ms=250) as sampler, (work / "campaign.log").open("w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work))
         try:
             code = proc.wait(timeout=args.limit_s or None)

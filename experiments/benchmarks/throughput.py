@@ -43,10 +43,12 @@ from evoforge.task import Task, parse_assignments
 
 
 class UtilizationSampler:
-    """`nvidia-smi -lms` in the background; mean utilization.gpu per GPU over the window it ran."""
+    """`nvidia-smi -lms` in the background; mean utilization.gpu per GPU over the window it ran (``mean``), or over
+    any part of it (``busy``: each sample is kept with the host time it arrived)."""
 
     def __init__(self, period_ms: int = 100) -> None:
         self.samples: dict[int, list[float]] = {}
+        self.timed: list[tuple[float, int, float]] = []  # (host time, GPU index, utilization %)
         self.proc: subprocess.Popen | None = None
         self.period_ms = period_ms
         self.thread: threading.Thread | None = None
@@ -70,6 +72,7 @@ class UtilizationSampler:
             except ValueError:
                 continue
             self.samples.setdefault(int(index), []).append(util)
+            self.timed.append((time.time(), int(index), util))
 
     def __exit__(self, *exc: Any) -> None:
         if self.proc is not None:
@@ -77,6 +80,11 @@ class UtilizationSampler:
             self.proc.wait(timeout=10)
         if self.thread is not None:
             self.thread.join(timeout=5)
+
+    def busy(self, start: float, end: float, gpu: int = 0) -> float | None:
+        """Mean busy share of nvidia-smi's GPU ``gpu`` over the host-time window [start, end)."""
+        values = [u for t, i, u in self.timed if i == gpu and start <= t < end]
+        return statistics.fmean(values) / 100 if values else None
 
     def mean(self, gpus: int) -> float | None:
         """Mean busy share of the first ``gpus`` devices this process sees (nvidia-smi numbers them all: with
