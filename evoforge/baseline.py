@@ -119,8 +119,11 @@ class BaselineAndFinalists:
     def _restore_confirmations(self) -> None:
         """On a resume: a task with nothing left to search keeps the re-timings its study holds (its export is
         the same again); a task that searches on is re-timed when that search is done."""
+        for state in self.tasks.values():
+            self._restore_confirmation(state)
+
+    def _restore_confirmation(self, state: TaskState) -> None:
         assert self.store is not None
-        for name, state in self.tasks.items():
-            text = self.store.study(name).user_attrs.get(confirm.CONFIRM_ATTR)
-            if text and not self._wants_more(state):
-                state.confirmation = confirm.Confirmation.from_attr(text, state.history)
+        text = self.store.study(state.task.name).user_attrs.get(confirm.CONFIRM_ATTR)
+        if text and not self._wants_more(state):
+            state.confirmation = confirm.Confirmation.from_attr(text, state.history)

@@ -169,9 +169,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         for state in joined:
             if self.resume:
                 self._restore_task(state)
-                text = self.store.study(state.task.name).user_attrs.get(confirm.CONFIRM_ATTR) if self.store else None
-                if text and not self._wants_more(state):
-                    state.confirmation = confirm.Confirmation.from_attr(text, state.history)
+                self._restore_confirmation(state)
             log.warning("task %s: its seed arrived; it joins the campaign (%d task(s) still capturing)",
                         state.task.name, self.starts.pending())
         self.not_started.update(self.starts.not_started)
