@@ -15,6 +15,20 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: ``[[tasks]]`` entries of a campaign config: KernelBench's ReLU and LeakyReLU at a small size, each from a plain
+#: fixture kernel (launch constants lifted into a SPACE; the LeakyReLU's computed, so nothing to tune).
+PLAIN_RELU_TASK = f"""
+[[tasks]]
+spec = "L1/19"
+seed_kernel = "{FIXTURES / 'relu' / 'plain_constants.py'}"
+set = {{batch_size = 4, dim = 1000}}
+"""
+PLAIN_LEAKY_TASK = f"""
+[[tasks]]
+spec = "L1/20"
+seed_kernel = "{FIXTURES / 'leaky' / 'plain_computed.py'}"
+set = {{batch_size = 4, dim = 1000}}
+"""
 
 # Inductor compiles a graph's kernels in a pool of worker processes (each importing torch) as wide as the machine;
 # on the CPU its Triton kernels are the interpreter's and compile in no time, so on CI's two cores, beside the other

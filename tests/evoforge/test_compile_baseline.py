@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
-from tests.conftest import FIXTURES, cli_main
+from tests.conftest import FIXTURES, PLAIN_LEAKY_TASK, PLAIN_RELU_TASK, cli_main
 
 RELU = FIXTURES / "relu"
 
@@ -101,17 +101,7 @@ budget_evals = 2
 operators = ["params"]
 workers = 1
 compile_baseline = "on"
-
-[[tasks]]
-spec = "L1/19"
-seed_kernel = "{RELU / 'plain_constants.py'}"
-set = {{batch_size = 4, dim = 1000}}
-
-[[tasks]]
-spec = "L1/20"
-seed_kernel = "{FIXTURES / 'leaky' / 'plain_computed.py'}"
-set = {{batch_size = 4, dim = 1000}}
-""")
+{PLAIN_RELU_TASK}{PLAIN_LEAKY_TASK}""")
     out = tmp_path / "run"
     proc = cli_main(capsys, "run", str(config), "--backend", "interpreter", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -8,7 +8,7 @@ import json
 import optuna
 import pytest
 
-from tests.conftest import FIXTURES, cli_main
+from tests.conftest import PLAIN_RELU_TASK, cli_main
 
 #: A KernelBench-format task (an elementwise op) whose torch.compile capture cannot finish until the campaign has
 #: evaluated something: in the capture's process (``python -m evoforge.mutators.inductor_seed``) its import waits until
@@ -68,12 +68,7 @@ name = "overlap"
 budget_evals = 2
 operators = ["params"]
 workers = 1
-
-[[tasks]]
-spec = "L1/19"
-seed_kernel = "{FIXTURES / 'relu' / 'plain_constants.py'}"
-set = {{batch_size = 4, dim = 1000}}
-
+{PLAIN_RELU_TASK}
 [[tasks]]
 spec = "{task_file}"
 """)

@@ -9,7 +9,7 @@ import re
 import optuna
 import pytest
 
-from tests.conftest import FIXTURES, cli_main
+from tests.conftest import FIXTURES, PLAIN_LEAKY_TASK, PLAIN_RELU_TASK, cli_main
 
 
 @pytest.mark.slow
@@ -21,17 +21,7 @@ name = "ways"
 budget_evals = 3
 operators = ["params", "rule"]
 workers = 1
-
-[[tasks]]
-spec = "L1/19"
-seed_kernel = "{FIXTURES / 'relu' / 'plain_constants.py'}"
-set = {{batch_size = 4, dim = 1000}}
-
-[[tasks]]
-spec = "L1/20"
-seed_kernel = "{FIXTURES / 'leaky' / 'plain_computed.py'}"
-set = {{batch_size = 4, dim = 1000}}
-""")
+{PLAIN_RELU_TASK}{PLAIN_LEAKY_TASK}""")
     out = tmp_path / "run"
     proc = cli_main(capsys, "run", str(config), "--backend", "interpreter", "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
