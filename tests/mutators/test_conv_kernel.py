@@ -124,11 +124,15 @@ def _set_up(tmp_path, allow_ops: list[str]):
 
 
 def test_a_convolution_task_starts_its_triton_conv_variant_beside_the_seed(tmp_path):
-    """Set-up: a captured convolution task's starts hold the ``triton-conv`` variant, written beside the seed."""
+    """Set-up: a captured convolution task's starts hold the ``triton-conv`` variant, written beside the seed, and it
+    is the first evaluated after the seed (a campaign of 0.3 minutes a task evaluated L2/87's seed and its
+    reference-layout build, 0.69x torch.compile, and never reached the kernel, 0.92x)."""
     task, seed, starts = _set_up(tmp_path, ["convolution"])
     seeds = tmp_path / "seeds"
+    order = [v.meta["inductor_config"] for v in starts.variant_starts[task.name]]
     variants = {v.meta["inductor_config"]: v for v in starts.variant_starts[task.name]}
     assert TRITON_CONV in variants and "torch.convolution" in seed.source
+    assert order[0] == TRITON_CONV and "reference-layout" in order, order
     conv = variants[TRITON_CONV]
     assert conv.params["conv0_PRECISION"] == "ieee"  # captured on the CPU: the interpreter's exact dot
     assert (seeds / f"{task.name.replace('/', '_')}.{TRITON_CONV}.py").read_text() == conv.source
