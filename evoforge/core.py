@@ -17,8 +17,12 @@ import json
 import re
 import sys
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class EvalStatus(enum.StrEnum):
@@ -101,6 +105,44 @@ def _literal(node: ast.Assign | ast.AnnAssign | None) -> Any:
         return None
 
 
+def per_source(max_chars: int) -> Callable[[Callable[[str], T]], Callable[[str], T]]:
+    """A function of a kernel source, its answers kept per source until the sources kept hold ``max_chars`` characters
+    (least recently asked dropped first; a source longer than that is answered and not kept).
+
+    A campaign's driver reads every child's structure (its declaration, its language, the knowledge base's model of
+    it) and its tasks' structures interleave: a cache counted in entries either holds too few for a campaign of 200
+    tasks (each child's check parsed its source again: 150 ms for a 44 KB Inductor seed) or too much memory for
+    Inductor's large sources (the knowledge base's model of one is about 100 bytes per character). Counted in source
+    characters, it holds a thousand small sources or the hundred largest, in bounded memory."""
+
+    def wrap(fn: Callable[[str], T]) -> Callable[[str], T]:
+        kept: OrderedDict[str, T] = OrderedDict()
+        held = [0]
+        lock = threading.Lock()
+
+        @functools.wraps(fn)
+        def cached(source: str) -> T:
+            with lock:
+                if source in kept:
+                    kept.move_to_end(source)
+                    return kept[source]
+            value = fn(source)
+            if len(source) <= max_chars:
+                with lock:
+                    if source not in kept:
+                        kept[source] = value
+                        held[0] += len(source)
+                    while held[0] > max_chars:
+                        old, _ = kept.popitem(last=False)
+                        held[0] -= len(old)
+            return value
+
+        cached.cache_held = lambda: (len(kept), held[0])  # type: ignore[attr-defined]
+        return cached
+
+    return wrap
+
+
 def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     """Read the module-level ``SPACE`` and ``PARAMS`` literals of a candidate source: the one reader of the
     convention (the knowledge base's source model, the rule operators and the export read it through here).
@@ -113,7 +155,7 @@ def declared_space(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     return {k: list(v) for k, v in space.items()}, copy.deepcopy(params)
 
 
-@functools.lru_cache(maxsize=256)
+@per_source(16 << 20)
 def _declared(source: str) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     try:
         tree = ast.parse(source)
@@ -146,7 +188,7 @@ def check_params(source: str, params: Any, *, where: str) -> None:
 LANGUAGES = ("triton", "cute")
 
 
-@functools.lru_cache(maxsize=256)
+@per_source(16 << 20)
 def source_language(source: str) -> str:
     """The kernel language a candidate module is written in, read from its source (no code is run; the answer is
     kept per source: a campaign's driver asks it of every child of a structure).

@@ -12,10 +12,9 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from evoforge.core import declared_space
+from evoforge.core import declared_space, per_source
 
 
 class _Unknown:
@@ -800,7 +799,7 @@ def dtype_bytes(name: str | None) -> int | None:
     return _DTYPE_BYTES.get(name) if name else None
 
 
-@lru_cache(maxsize=64)
+@per_source(8 << 20)  # about 0.8 GB of models at most (~100 bytes a source character)
 def _parse_cached(source: str) -> SourceModel:
     return SourceModel(source)
 

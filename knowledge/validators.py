@@ -11,7 +11,7 @@ import ast
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 from evoforge.knowledge.hardware import load_arch, model_fact, vendor
@@ -26,6 +26,8 @@ from evoforge.knowledge.source_model import (
     dtype_bytes,
     is_pow2,
 )
+
+from evoforge.core import per_source
 
 
 @dataclass(frozen=True)
@@ -620,7 +622,7 @@ def _cuda_src(check: Check) -> str:
     return _cuda_src_of(check.source)
 
 
-@lru_cache(maxsize=64)
+@per_source(16 << 20)
 def _cuda_src_of(source: str) -> str:
     try:
         tree = ast.parse(source)

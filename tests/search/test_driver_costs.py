@@ -148,3 +148,31 @@ def test_a_question_about_two_paths_reads_no_pair_of_configs(monkeypatch) -> Non
     for anchor, to in itertools.product(configs, configs):
         choices.costs(anchor, to)
     assert paths[0] <= 4 * len(configs) ** 2, paths[0]  # anchor's and destination's, for the ratio and the parts
+
+
+def test_a_campaign_of_hundreds_of_structures_parses_each_once_and_its_cache_stays_bounded(monkeypatch) -> None:
+    """A campaign's tasks' children interleave: 300 structures asked in turn, three rounds. The knowledge base's model
+    of a source was kept for the last 64 sources, so every child of a campaign with more live structures parsed its
+    source again (150 ms for a 44 KB Inductor seed); kept by source characters, each is parsed once. Adversarial: a
+    source larger than the whole budget is answered right, and what is kept never passes the budget."""
+    from evoforge.knowledge import source_model
+
+    kernel = next(p for p in sorted((FIXTURES / "relu").glob("*.py")) if "SPACE" in p.read_text()).read_text()
+    sources = [kernel + f"\n# structure {i} {uuid.uuid4()}\n" for i in range(300)]
+    parses = _counting(monkeypatch, ast, "parse")
+    for _ in range(3):
+        for source in sources:
+            assert source_language(source) == "triton"
+            assert declared_space(source)[0]
+            assert is_legal(dict(declared_space(source)[1]), "nvidia-sm90", source=source) is not None
+    assert parses[0] <= 3 * len(sources), parses[0]  # once per reader and source, not once per child
+
+    @source_model.per_source(1000)
+    def length(source: str) -> int:
+        return len(source)
+
+    assert length("x" * 5000) == 5000 and length.cache_held() == (0, 0)  # too large to keep: answered, not kept
+    for i in range(50):
+        assert length(f"{i:03d}" * 100) == 300
+        assert length.cache_held()[1] <= 1000
+    assert length.cache_held() == (3, 900)
