@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import cProfile
 import datetime as _dt
+import gc
 import io
 import json
 import os
@@ -161,8 +162,23 @@ class Meter:
         self.total = total
         self.done = 0
         self.windows = [{**{p: 0.0 for p in self.PARTS}, **{f"{p}_n": 0 for p in self.PARTS}} for _ in range(WINDOWS)]
-        self.marks: list[tuple[int, float, float]] = []  # (evaluations, wall s, driver CPU s) at each window's end
-        self.started = (time.perf_counter(), time.process_time())
+        # (evaluations, wall s, driver CPU s, its main thread's CPU s, garbage collection s) at each window's end: the
+        # driver's CPU beyond its parts is either its other threads' (Ray's) or the collector's
+        self.marks: list[tuple[int, float, float, float, float]] = []
+        self.started = (time.perf_counter(), time.process_time(), time.thread_time())
+        self.gc_s = 0.0
+        self._gc_t0 = 0.0
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+        else:
+            self.gc_s += time.perf_counter() - self._gc_t0
+
+    def close(self) -> None:
+        if self._gc in gc.callbacks:
+            gc.callbacks.remove(self._gc)
 
     def window(self) -> dict[str, float]:
         return self.windows[min(WINDOWS - 1, self.done * WINDOWS // max(1, self.total))]
@@ -176,7 +192,7 @@ class Meter:
         self.done += 1
         if self.done * WINDOWS // max(1, self.total) > len(self.marks) or self.done == self.total:
             self.marks.append((self.done, time.perf_counter() - self.started[0],
-                               time.process_time() - self.started[1]))
+                               time.process_time() - self.started[1], time.thread_time() - self.started[2], self.gc_s))
 
 
 def measured_campaign(config: Any, meter: Meter) -> Any:
@@ -256,7 +272,8 @@ def run_one(*, evals: int, devices: int, per_task: int, storage: str, url: str |
         campaign.prepare()
         setup_s, setup_cpu = time.perf_counter() - t0, time.process_time() - c0
         campaign.start_pool()
-        meter.started = (time.perf_counter(), time.process_time())
+        meter.started = (time.perf_counter(), time.process_time(), time.thread_time())
+        meter.gc_s = 0.0
         if profiler:
             profiler.enable()
         summary = asyncio.run(campaign.run())
@@ -264,15 +281,18 @@ def run_one(*, evals: int, devices: int, per_task: int, storage: str, url: str |
             profiler.disable()
     finally:
         campaign.close()
+        meter.close()
     wall_s, cpu_s = time.perf_counter() - meter.started[0], time.process_time() - meter.started[1]
     done = sum(t["evaluations"] for t in summary["tasks"].values())
     rss, peak = rss_mib()
     windows = []
-    previous = (0, 0.0, 0.0)
+    previous = (0, 0.0, 0.0, 0.0, 0.0)
     for w, mark in zip(meter.windows, meter.marks, strict=False):
         n = mark[0] - previous[0]
         windows.append({"evaluations": mark[0], "evals_per_s": round(n / max(mark[1] - previous[1], 1e-9), 1),
                         "driver_cpu_ms_per_eval": round(1e3 * (mark[2] - previous[2]) / max(n, 1), 3),
+                        "main_thread_cpu_ms": round(1e3 * (mark[3] - previous[3]) / max(n, 1), 3),
+                        "gc_ms": round(1e3 * (mark[4] - previous[4]) / max(n, 1), 3),
                         **{f"{p}_ms": round(1e3 * w[p] / max(w[f"{p}_n"], 1), 3) for p in Meter.PARTS}})
         previous = mark
     out = {"evals": done, "devices": devices, "actors": -(-devices // per_actor), "tasks": tasks,
