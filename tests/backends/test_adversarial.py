@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from evoforge.backends.chain import floor_verdict
+from evoforge.backends.floor import floor_verdict
 
 from evoforge.core import Candidate, EvalStatus
 from tests.conftest import FIXTURES
