@@ -31,7 +31,8 @@ if str(REPO) not in sys.path:  # a script run from anywhere: tests.fakellm lives
 import openai  # noqa: E402
 from evoforge.mutators.base import Failure, MutationContext  # noqa: E402
 from evoforge.mutators.llm_client import Completion, OpenAIClient  # noqa: E402
-from evoforge.mutators.llm_ops import LLMCrossover, LLMOptimize, LLMRepair, LLMStageRewrite, PromptBuilder  # noqa: E402
+from evoforge.mutators.llm_ops import LLMCrossover, LLMOptimize, LLMRepair, LLMStageRewrite  # noqa: E402
+from evoforge.mutators.prompt_builder import PromptBuilder  # noqa: E402
 
 from evoforge.core import Candidate, EvalResult, EvalStatus  # noqa: E402
 from tests.fakellm import FakeLLMServer  # noqa: E402

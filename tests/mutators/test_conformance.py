@@ -15,7 +15,7 @@ from functools import cache
 
 import pytest
 from evoforge.mutators.base import MutationContext, MutationError, Mutator
-from evoforge.mutators.llm_ops import PromptBuilder
+from evoforge.mutators.prompt_builder import PromptBuilder
 from evoforge.mutators.registry import (
     FAMILIES,
     PARAMS,

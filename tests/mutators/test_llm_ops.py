@@ -18,10 +18,10 @@ from evoforge.mutators.llm_ops import (
     LLMRepair,
     LLMReplyError,
     LLMStageRewrite,
-    PromptBuilder,
     parse_stage_names,
     preview,
 )
+from evoforge.mutators.prompt_builder import PromptBuilder
 
 from evoforge import knowledge
 from evoforge.core import Candidate, EvalResult, EvalStatus
