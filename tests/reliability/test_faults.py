@@ -40,7 +40,9 @@ def test_fault_is_contained_and_next_kernel_passes(name, relu_small, fault_evalu
     allowed, words = FAULTS[name]
     assert fault_evaluator.evaluate(relu_small, good()).ok  # a live process, with its own directory
     home = Path(fault_evaluator.sandbox._home.name)
-    result = fault_evaluator.evaluate(relu_small, candidate(name))
+    # Every fault but the hang ends by itself: a limit far beyond its time, so that a busy machine's slow process start
+    # is not read as a hang (host_oom read "timeout: no result after 5.92 s" in a full suite on 2 busy cores).
+    result = fault_evaluator.evaluate(relu_small, candidate(name), timeout_s=None if name == "hang" else 300.0)
     assert result.status in allowed, f"{name}: {result.status}: {result.message[:500]}"
     assert words in result.message, result.message[:500]
     if name in ("segfault", "abort"):  # a crash names what the judge was doing, at which shape (issue 18)
