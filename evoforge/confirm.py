@@ -41,8 +41,9 @@ def recheck_options(options: dict[str, Any], k: int) -> dict[str, Any]:
     """The chain's options for the ``k``-th re-check of a campaign: its own input draws. Every evaluation of the
     search draws its inputs from one seed, so a kernel right on those draws alone (an answer that depends on the
     values, an accuracy at the edge of the tolerance) passes each of them; its re-check must see draws no
-    evaluation of the search saw (on the H200 an fp32 GEMM's bf16 split passed six evaluations of L2/18 and
-    failed the re-timing script's own draw at 3x the reference's error)."""
+    evaluation of the search saw. (L2/18's bf16 split, once thought such a kernel, was not: the re-timing script
+    that called it incorrect lacked the chain's yardstick for a 3-pass split; experiments/benchmarks/split_yardstick.py
+    puts its error at 0.43x the chain's bound on any draw.)"""
     return {**options, "seed": int(options.get("seed", 42)) + RECHECK_SEED_STRIDE * (k + 1)}
 
 
