@@ -43,7 +43,7 @@ def recheck_options(options: dict[str, Any], k: int) -> dict[str, Any]:
     values, an accuracy at the edge of the tolerance) passes each of them; its re-check must see draws no
     evaluation of the search saw. (L2/18's bf16 split, once thought such a kernel, was not: the re-timing script
     that called it incorrect lacked the chain's yardstick for a 3-pass split; experiments/benchmarks/split_yardstick.py
-    puts its error at 0.43x the chain's bound on any draw.)"""
+    puts its error at 0.43x the chain's bound on both draws it tries.)"""
     return {**options, "seed": int(options.get("seed", 42)) + RECHECK_SEED_STRIDE * (k + 1)}
 
 
