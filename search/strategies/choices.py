@@ -49,6 +49,8 @@ class ChoiceEffects:
         # pairs (the fp32 GEMM's 300th proposal read 20,000 pairs twice per path pair it weighed: 0.4 s).
         self._by_paths: dict[tuple[tuple[int, ...], tuple[int, ...]], list[float]] | None = {}
         self._means: dict[tuple[tuple[int, ...], tuple[int, ...]], float | None] = {}
+        # each entry's largest and smallest ratio, kept with it (``_part_costs`` asks whether any pair cost more)
+        self._extremes: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, float]] = {}
 
     def _context(self, idx: Sequence[int], d: int) -> Context:
         """The other categorical values, inert ones set to their first: one path, one context."""
@@ -74,11 +76,13 @@ class ChoiceEffects:
         pa, pb = self.path(a), self.path(b)
         key, signed = ((pa, pb), ratio) if pa <= pb else ((pb, pa), -ratio)
         self._by_paths.setdefault(key, []).append(signed)  # type: ignore[union-attr]
+        high, low = self._extremes.get(key, (signed, signed))
+        self._extremes[key] = (max(high, signed), min(low, signed))
         self._means = {}
 
     def _pairs_by_paths(self) -> dict[tuple[tuple[int, ...], tuple[int, ...]], list[float]]:
         if self._by_paths is None:
-            self._by_paths, self._means = {}, {}
+            self._by_paths, self._means, self._extremes = {}, {}, {}
             for a, b, ratio in self._pairs:
                 self._index(a, b, ratio)
         return self._by_paths
@@ -130,8 +134,9 @@ class ChoiceEffects:
         """Whether a pair of paths timed elsewhere changed some of the values ``start`` -> ``end`` changes, the same
         way, and nothing else, and cost more than ``margin``."""
         moved = {k for k in range(len(start)) if start[k] != end[k]}
-        for (pa, pb), ratios in self._pairs_by_paths().items():
-            for x, y, r in ((pa, pb, max(ratios)), (pb, pa, -min(ratios))):
+        self._pairs_by_paths()
+        for (pa, pb), (high, low) in self._extremes.items():
+            for x, y, r in ((pa, pb, high), (pb, pa, -low)):
                 part = {k for k in range(len(x)) if x[k] != y[k]}
                 if (r > math.log1p(self.margin) and part and part <= moved
                         and all(x[k] == start[k] and y[k] == end[k] for k in part)):
