@@ -7,27 +7,23 @@ the reference's own distance (fp32 on the CPU, not cuBLAS), the rounded-input di
 model with its GEMM emulated as three bf16 products (hi*hi + hi*lo + lo*hi, fp32 accumulation): the knowledge base's
 fp32 GEMM start. Two input draws.
 
-    .venv/bin/python experiments/benchmarks/split_yardstick.py level2/18_Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp.py
+    .venv/bin/python experiments/benchmarks/split_yardstick.py L2/18
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
-from pathlib import Path
 
 import torch
 from evoforge.backends.compare import round_significand
 
-from evoforge.task import resolve_task_path
+from evoforge.task import Task, load_task_module
 
 
 def main(spec: str) -> None:
-    path = Path(resolve_task_path(spec)) if not Path(spec).exists() else Path(spec)
-    loader = importlib.util.spec_from_file_location("task", path)
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
+    task = Task.load(spec)
+    module = load_task_module(task)
     torch.manual_seed(0)
     model = module.Model(*module.get_init_inputs())
     linear = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
@@ -46,7 +42,7 @@ def main(spec: str) -> None:
         xl, wl = bf16(x - xh), bf16(w - wh)
         return xh @ wh.t() + (xh @ wl.t() + xl @ wh.t()) + linear.bias
 
-    print(f"{path.name}, torch {torch.__version__}")
+    print(f"{task.name}, torch {torch.__version__}")
     for seed in (7, 8):
         torch.manual_seed(seed)
         inputs = module.get_inputs()
