@@ -1,4 +1,5 @@
-"""The device protocol the verification chain is written over, and a registry of backends."""
+"""The device protocol the verification chain is written over, the device's turn and the timing loops every backend
+shares. The registry of backends by name is ``backends/registry.py``."""
 
 from __future__ import annotations
 
@@ -274,55 +275,3 @@ def mirrored_times(fns: dict[str, Callable[[], Any]], time_one: Callable[[Callab
         times[key].append(time_one(fns[key]))
     return {k: sum(v) / len(v) for k, v in times.items()}
 
-
-_REGISTRY: dict[str, Callable[..., Backend]] = {}
-
-
-def register(name: str) -> Callable[[Callable[..., Backend]], Callable[..., Backend]]:
-    def deco(factory: Callable[..., Backend]) -> Callable[..., Backend]:
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
-
-
-def backend_names() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
-
-
-def simulates(name: str) -> bool:
-    """Whether the backend ``name`` is a simulated device (a class with ``SIMULATES = True``: the replay backend),
-    which answers campaigns from recorded landscapes and a cost model instead of running kernels."""
-    _load_builtin()
-    return bool(getattr(_REGISTRY.get(name), "SIMULATES", False))
-
-
-def _load_builtin() -> None:
-    from evoforge.backends import cuda, interpreter, replay, xpu  # noqa: F401  (registration side effect)
-
-
-def available_backend(name: str = "auto", *, flag: str = "--backend", **options: Any) -> Backend:
-    """``get_backend``, and a one-line UsageError naming ``flag`` when the backend cannot run here."""
-    from evoforge.core import UsageError
-
-    backend = get_backend(name, **options)
-    ok, reason = backend.available()
-    if not ok:
-        raise UsageError(f"{flag} {name}: not available here ({reason}); try {flag} interpreter")
-    return backend
-
-
-def get_backend(name: str = "auto", **options: Any) -> Backend:
-    """A backend by name; ``auto`` picks the first available of cuda, xpu, interpreter."""
-    from evoforge.core import UsageError
-
-    _load_builtin()
-    if name == "auto":
-        for candidate in ("cuda", "xpu", "interpreter"):
-            backend = _REGISTRY[candidate](**options)
-            if backend.available()[0]:
-                return backend
-    if name not in _REGISTRY:
-        raise UsageError(f"--backend {name}: unknown backend (choose from auto, {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[name](**options)

@@ -11,7 +11,6 @@ from evoforge.backends.base import (
     EventBlockTimer,
     Timing,
     event_time_interleaved,
-    register,
 )
 
 _ARCH_BY_CAPABILITY = {(8, 0): "nvidia-sm80", (8, 6): "nvidia-sm80", (8, 9): "nvidia-sm89", (9, 0): "nvidia-sm90"}
@@ -23,7 +22,6 @@ def arch_for_capability(major: int, minor: int) -> str:
     return f"nvidia-sm{major}{minor}"
 
 
-@register("cuda")
 class CudaBackend:
     name = "cuda"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from evoforge.backends.base import get_backend
 from evoforge.backends.options import ChainOptions
 from evoforge.backends.precheck import precheck
+from evoforge.backends.registry import get_backend
 from evoforge.backends.sandbox import Sandbox
 
 from evoforge.core import Candidate, EvalResult

@@ -13,7 +13,6 @@ from evoforge.backends.base import (
     HostBlockTimer,
     Timing,
     host_time_interleaved,
-    register,
 )
 
 #: Address space of an interpreter evaluation process: a runaway candidate fails with a MemoryError in its own
@@ -22,7 +21,6 @@ from evoforge.backends.base import (
 MEMORY_LIMIT_BYTES = 16 * 1024**3
 
 
-@register("interpreter")
 class InterpreterBackend:
     name = "interpreter"
 

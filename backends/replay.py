@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evoforge.backends.base import EvaluationProcess, Timing, register
+from evoforge.backends.base import EvaluationProcess, Timing
 
 from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, EvalStatus, UsageError
 
@@ -277,7 +277,6 @@ def check_simulation(simulate: Mapping[str, Any], *, where: str = "[replay]") ->
         raise UsageError(f"{where} failures: the probabilities add up to more than 1")
 
 
-@register("replay")
 class ReplayBackend:
     """A backend that runs nothing: ``evaluate`` looks the candidate's params up in a recorded landscape.
 
@@ -288,7 +287,7 @@ class ReplayBackend:
     """
 
     name = "replay"
-    SIMULATES = True  # backends.base.simulates: a campaign on it is answered by ``answer``, not run
+    SIMULATES = True  # backends.registry.simulates: a campaign on it is answered by ``answer``, not run
 
     def __init__(self, *, landscape: str | Path | Landscape | None = None, arch: str | None = None,
                  simulate: Mapping[str, Any] | None = None, **_: Any) -> None:

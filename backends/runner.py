@@ -460,7 +460,7 @@ class Harness:
     # ---------------------------------------------------------------- set-up
     def start(self) -> None:
         torch.set_num_threads(1)  # no intra-op pool: every thread here is one the harness knows of
-        from evoforge.backends.base import get_backend
+        from evoforge.backends.registry import get_backend
 
         self.backend = get_backend(self.spec["backend"], **self.spec.get("backend_options", {}))
         if self.is_cuda:

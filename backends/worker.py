@@ -121,8 +121,8 @@ def main() -> int:
         protocol.write(json.dumps({"ready": False, "error": str(e)}) + "\n")
         return 2
     import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
-    from evoforge.backends.base import get_backend
     from evoforge.backends.chain import ChainOptions, VerificationChain
+    from evoforge.backends.registry import get_backend
 
     from evoforge.core import Candidate, json_safe
     from evoforge.task import Task

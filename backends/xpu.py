@@ -27,7 +27,6 @@ from evoforge.backends.base import (
     EventBlockTimer,
     Timing,
     event_time_interleaved,
-    register,
 )
 
 # Name patterns first: product names are what the driver reports (torch.xpu.get_device_name), e.g.
@@ -168,7 +167,6 @@ _PROPERTY_FIELDS = ("name", "platform_name", "vendor", "driver_version", "versio
                     "device_id", "architecture")
 
 
-@register("xpu")
 class XpuBackend:
     name = "xpu"
 

@@ -326,7 +326,7 @@ class Ablation:
             return False
         import ray
 
-        from evoforge.backends.base import get_backend
+        from evoforge.backends.registry import get_backend
         from evoforge.search.pool import init_ray
 
         if ray.is_initialized():

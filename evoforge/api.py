@@ -182,9 +182,9 @@ class Evaluator:
 
     def __init__(self, *, backend: str = "auto", arch: str | None = None, correctness_runs: int = 3,
                  timing: bool = True, timeout_s: float = 120.0, knowledge: bool = True, seed: int = 42) -> None:
-        from evoforge.backends.base import available_backend
         from evoforge.backends.evaluator import Evaluator as SandboxedEvaluator
         from evoforge.backends.options import ChainOptions
+        from evoforge.backends.registry import available_backend
 
         if correctness_runs < 1:
             raise UsageError("correctness_runs must be at least 1")

@@ -85,8 +85,8 @@ class CampaignSetup:
         """Everything that can fail on what the user gave (config, strategy, backend, operators, tasks and their
         shapes, the record's studies), checked before anything is written that would make a corrected retry
         look like a second campaign: ``config.json`` is written by ``start_pool``, once the evaluators start."""
-        from evoforge.backends.base import available_backend
         from evoforge.backends.options import ChainOptions
+        from evoforge.backends.registry import available_backend
 
         cfg = self.config
         if not self.resume and (self.run_dir / "config.json").exists():
@@ -155,7 +155,7 @@ class CampaignSetup:
     def _backend_options(self) -> dict[str, Any]:
         """What the backend is built with, here and in the pool's actors: on ``--backend replay``, the simulated
         device (each landscape task's file, the delay, the cost model's failures and seed); nothing otherwise."""
-        from evoforge.backends.base import simulates
+        from evoforge.backends.registry import simulates
         from evoforge.task_start import landscape_task_name
 
         if not simulates(self.config.backend):

@@ -38,9 +38,9 @@ def _set_flags(values: list[str] | None, flag: str = "--set") -> dict[str, Any]:
 def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_s: float, knowledge: bool,
                    timing: bool = True, seed: int = 42) -> Any:
     """The evaluator ``--backend`` names, or one line saying why that backend cannot run here."""
-    from evoforge.backends.base import available_backend
     from evoforge.backends.evaluator import Evaluator
     from evoforge.backends.options import ChainOptions
+    from evoforge.backends.registry import available_backend
 
     backend = available_backend(backend_name, arch=arch)
     return Evaluator(backend=backend.name, arch=backend.arch, timeout_s=timeout_s, knowledge=knowledge,
@@ -75,7 +75,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from evoforge.backends.cute import compile_only
 
         return _report(task, compile_only(candidate, args.arch or "nvidia-sm90"), args.json)
-    from evoforge.backends.base import available_backend
+    from evoforge.backends.registry import available_backend
 
     backend = available_backend(args.backend, arch=args.arch)
     warn_about_inputs(task, backend)  # before an evaluator starts: a bad shape is one line at once
@@ -145,7 +145,7 @@ def _print_result(task: Task, result: Any, figures: dict[str, Any] | None = None
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    from evoforge.backends.base import backend_names, get_backend
+    from evoforge.backends.registry import backend_names, get_backend
 
     rows = []
     for name in backend_names():

@@ -304,7 +304,7 @@ def validate_config(config: CampaignConfig, source: str) -> None:
     _validate_replay(config, source)
     if not config.name or "/" in config.name:
         raise UsageError(f"{source}: name must be non-empty and contain no '/' (studies are named <name>/<task>)")
-    from evoforge.backends.base import backend_names
+    from evoforge.backends.registry import backend_names
     from evoforge.mutators.registry import expand_operators
     from evoforge.search.strategy_spec import check_strategy
 
@@ -321,7 +321,7 @@ def _validate_replay(config: CampaignConfig, source: str) -> None:
     """Landscapes and a simulated device belong to ``--backend replay``, and it to them: a mix is one line naming
     the flag (or key) and the fix."""
     flags = source == "flags"
-    from evoforge.backends.base import simulates
+    from evoforge.backends.registry import simulates
 
     landscapes = [t for t in config.tasks if t.landscape]
     if not simulates(config.backend):

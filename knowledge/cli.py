@@ -70,7 +70,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 def _device_arch() -> str:
     """The arch ``eval`` and ``run`` hold a kernel to when ``--arch`` is left out: the device's."""
-    from evoforge.backends.base import available_backend
+    from evoforge.backends.registry import available_backend
 
     return available_backend("auto").arch
 

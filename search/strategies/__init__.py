@@ -13,24 +13,18 @@ from collections.abc import Callable
 from typing import Any
 
 from evoforge.search.base import Strategy
+from evoforge.search.strategies.names import BAYES, BUILTIN, CUTEGEN, DEFAULT, EVOLUTION, RANDOM, STAGES
 
 from evoforge.core import UsageError
 
-# The built-in strategies' names, each written here once: a module registers under its own, and the config's and
-# the search benchmark's defaults name theirs through these.
-BAYES = "bayes"
-CUTEGEN = "cutegen"
-DEFAULT = "default"
-EVOLUTION = "evolution"
-RANDOM = "random"
-STAGES = "stages"
-BUILTIN = (BAYES, CUTEGEN, DEFAULT, EVOLUTION, RANDOM, STAGES)
-
 _REGISTRY: dict[str, Callable[..., Strategy]] = {}
+_builtin_loaded = False
 
 
 def register_strategy(name: str) -> Callable[[Callable[..., Strategy]], Callable[..., Strategy]]:
+    """Register a strategy of one's own (a plug-in) under ``name``: ``get_strategy(name, ...)`` then builds it."""
     def deco(factory: Callable[..., Strategy]) -> Callable[..., Strategy]:
+        _load_builtin()  # a plug-in registered under a built-in's name replaces it, whenever the built-ins load
         _REGISTRY[name] = factory
         return factory
 
@@ -38,14 +32,21 @@ def register_strategy(name: str) -> Callable[[Callable[..., Strategy]], Callable
 
 
 def _load_builtin() -> None:
-    from evoforge.search.strategies import (  # noqa: F401  (registration)
-        bayes,
-        cutegen,
-        default,
-        evolution,
-        random_search,
-        stages,
-    )
+    """The built-in strategies, by name, imported the first time a strategy is asked for. The members import their
+    names from ``names`` and nothing of this registry, so there is no import circle."""
+    global _builtin_loaded
+    if _builtin_loaded:
+        return
+    _builtin_loaded = True
+    from evoforge.search.strategies.bayes import BayesStrategy
+    from evoforge.search.strategies.cutegen import CuTeGenLoop
+    from evoforge.search.strategies.default import DefaultStrategy
+    from evoforge.search.strategies.evolution import EvolutionStrategy
+    from evoforge.search.strategies.random_search import RandomSearch
+    from evoforge.search.strategies.stages import StagePipeline
+
+    for factory in (BayesStrategy, CuTeGenLoop, DefaultStrategy, EvolutionStrategy, RandomSearch, StagePipeline):
+        _REGISTRY[factory.name] = factory
 
 
 def strategy_names() -> list[str]:
@@ -77,4 +78,5 @@ def strategy_accepts(name: str, option: str) -> bool:
         return False
 
 
-__all__ = ["get_strategy", "register_strategy", "strategy_accepts", "strategy_names"]
+__all__ = ["BAYES", "BUILTIN", "CUTEGEN", "DEFAULT", "EVOLUTION", "RANDOM", "STAGES", "get_strategy",
+           "register_strategy", "strategy_accepts", "strategy_names"]

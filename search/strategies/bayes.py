@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal, is_repeat
-from evoforge.search.strategies import BAYES, register_strategy
+from evoforge.search.strategies.names import BAYES
 from evoforge.search.strategies.optuna_tuner import SAMPLER_NAMES, OptunaTuner, make_sampler
 from evoforge.search.strategies.proposals import params_proposal, runtime_of
 from evoforge.search.strategies.space import ParamSpace
@@ -18,7 +18,6 @@ from evoforge.search.strategies.space import ParamSpace
 from evoforge.core import Candidate, EvalResult
 
 
-@register_strategy(BAYES)
 class BayesStrategy:
     """``sampler`` is one of tpe, gp, cmaes, random; ``n_startup_trials`` is the random start of TPE and GP.
 

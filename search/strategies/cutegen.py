@@ -28,15 +28,14 @@ from typing import Any
 
 from evoforge.mutators.names import LLM_GENERATE, LLM_OPTIMIZE, LLM_REPAIR, PARAMS
 from evoforge.search.base import Proposal
-from evoforge.search.strategies import CUTEGEN, register_strategy
 from evoforge.search.strategies.llm_loop import LoopStrategy, fmt_ms, outcome
+from evoforge.search.strategies.names import CUTEGEN
 
 from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, UsageError
 
 ADVANCE = ("correct", "faster")
 
 
-@register_strategy(CUTEGEN)
 class CuTeGenLoop(LoopStrategy):
     name = CUTEGEN
 

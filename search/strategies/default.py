@@ -17,8 +17,8 @@ from typing import Any
 
 from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal
-from evoforge.search.strategies import DEFAULT, register_strategy
 from evoforge.search.strategies.evolution import EvolutionStrategy, Individual
+from evoforge.search.strategies.names import DEFAULT
 from evoforge.search.strategies.proposals import failure_kind, params_proposal
 from evoforge.search.strategies.tuner import StructureTuner, known_causes
 
@@ -40,7 +40,6 @@ def default_sampler() -> str:
 _EXPLORE_STRUCTURE = 0.2  # chance to tune one of the next best structures instead of the best
 
 
-@register_strategy(DEFAULT)
 class DefaultStrategy(EvolutionStrategy):
     name = DEFAULT
 

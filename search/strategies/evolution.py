@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from evoforge.mutators.names import CROSSOVER, LLM_REPAIR, PARAMS
 from evoforge.search.base import Proposal, is_repeat
-from evoforge.search.strategies import EVOLUTION, register_strategy
 from evoforge.search.strategies.bandit import AUCBandit
+from evoforge.search.strategies.names import EVOLUTION
 from evoforge.search.strategies.proposals import params_proposal, runtime_of
 from evoforge.search.strategies.space import ParamSpace
 
@@ -44,7 +44,6 @@ class Individual:
         return self.runtime_ms is not None
 
 
-@register_strategy(EVOLUTION)
 class EvolutionStrategy:
     name = EVOLUTION
 

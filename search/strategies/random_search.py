@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal
-from evoforge.search.strategies import RANDOM, register_strategy
+from evoforge.search.strategies.names import RANDOM
 from evoforge.search.strategies.proposals import params_proposal
 from evoforge.search.strategies.space import ParamSpace
 
@@ -16,7 +16,6 @@ from evoforge.core import Candidate, EvalResult
 _REJECTION_TRIES = 1_000  # for spaces too large to enumerate
 
 
-@register_strategy(RANDOM)
 class RandomSearch:
     """Draws configs uniformly without replacement; never proposes a config proposed or told before.
 

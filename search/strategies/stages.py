@@ -30,15 +30,14 @@ from typing import Any
 from evoforge.knowledge import STAGE_NAMES
 from evoforge.mutators.names import LLM_GENERATE, LLM_REPAIR, LLM_STAGE, PARAMS
 from evoforge.search.base import Proposal
-from evoforge.search.strategies import STAGES, register_strategy
 from evoforge.search.strategies.llm_loop import LoopStrategy, fmt_ms, outcome
+from evoforge.search.strategies.names import STAGES
 
 from evoforge.core import SEED_OPERATOR, Candidate, EvalResult, UsageError
 
 ACCEPT = ("faster", "correct")
 
 
-@register_strategy(STAGES)
 class StagePipeline(LoopStrategy):
     name = STAGES
     needs = (LLM_STAGE,)

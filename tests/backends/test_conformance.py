@@ -11,7 +11,8 @@ import inspect
 import json
 
 import pytest
-from evoforge.backends.base import Backend, EvaluationProcess, Timing, backend_names, get_backend
+from evoforge.backends.base import Backend, EvaluationProcess, Timing
+from evoforge.backends.registry import backend_names, get_backend
 
 from evoforge import knowledge
 from evoforge.core import Candidate, EvalStatus

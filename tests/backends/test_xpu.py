@@ -9,7 +9,7 @@ import json
 
 import pytest
 from evoforge.backends import xpu
-from evoforge.backends.base import get_backend
+from evoforge.backends.registry import get_backend
 from evoforge.knowledge.hardware import model_fact
 
 from evoforge import knowledge

@@ -23,7 +23,7 @@ GEMM = TEMPLATES / "cute_gemm.py"
 
 
 def _campaign(tmp_path, *tasks: TaskConfig):
-    from evoforge.backends.base import available_backend
+    from evoforge.backends.registry import available_backend
 
     from evoforge.campaign import Campaign
 

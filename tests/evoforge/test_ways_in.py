@@ -49,7 +49,7 @@ def _with_capture(tmp_path, capture_text: str):
 
 
 def test_a_task_no_template_serves_starts_from_the_inductor_seed(tmp_path):
-    from evoforge.backends.base import available_backend
+    from evoforge.backends.registry import available_backend
 
     from evoforge.campaign import Campaign
     from evoforge.config import CampaignConfig, TaskConfig

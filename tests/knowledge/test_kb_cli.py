@@ -54,7 +54,7 @@ def test_lint_without_arch_holds_the_kernel_to_the_devices_arch_as_eval_does(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--arch`` was required by ``kb lint`` and optional everywhere else (issue 18)."""
-    from evoforge.backends.base import available_backend
+    from evoforge.backends.registry import available_backend
 
     assert kb("lint", write(tmp_path, VECTOR_ADD), "--json") == 0
     verdict = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

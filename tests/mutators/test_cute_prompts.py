@@ -37,7 +37,7 @@ def _cute_replies():
 
 
 def _campaign(tmp_path, server, task: TaskConfig):
-    from evoforge.backends.base import available_backend
+    from evoforge.backends.registry import available_backend
 
     from evoforge.campaign import Campaign
     from evoforge.task_state import TaskState

@@ -59,8 +59,8 @@ def wait_for_file(path: Path, timeout_s: float = 30.0) -> str:
 def evaluator_kwargs(timeout_s: float = HANG_TIMEOUT_S, containment: str = "auto") -> dict[str, object]:
     """What EvalPool and Evaluator take: the interpreter, two correctness trials, no timing, short limits.
     ``containment="none"`` for a test that follows a candidate's processes by the PIDs it reports."""
-    from evoforge.backends.base import get_backend
     from evoforge.backends.chain import ChainOptions
+    from evoforge.backends.registry import get_backend
 
     backend = get_backend("interpreter")
     return {"backend": "interpreter", "arch": backend.arch, "options": ChainOptions(trials=2, timing=False),

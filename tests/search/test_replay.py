@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from evoforge.backends.base import Backend, EvaluationProcess, get_backend
+from evoforge.backends.base import Backend, EvaluationProcess
+from evoforge.backends.registry import get_backend
 from evoforge.backends.replay import Landscape
 
 from evoforge.core import EvalStatus, UsageError
