@@ -193,9 +193,7 @@ class TaskStarts:
         where a GEMM has fewer output tiles than SMs, a K tile within K, an fp32 GEMM's operands split into bf16
         parts), each evaluated right after the seed as
         operator ``knowledge-start``; none with the knowledge base off or a seed without a SPACE."""
-        from evoforge import knowledge
         from evoforge.core import declared_space
-        from evoforge.knowledge.precision import dtype_bytes
         from evoforge.knowledge.starts import shape_starts, split_starts
 
         if not self.config.knowledge or seed.meta.get("reference"):
@@ -205,10 +203,12 @@ class TaskStarts:
         if not space:
             return []
         params = {**defaults, **seed.params}
-        elem_bytes = dtype_bytes(knowledge.infer_task_dtype(task.source))
+        # judged as the route judges every child of the seed (the source's own operand sizes, evoforge/route.py):
+        # the task's dtype is not its kernels' (the matmul template's fp32 GEMM runs on bf16 parts), and a start the
+        # route would take as a child must not be refused here
         starts = shape_starts(space, params, self.input_shapes.get(task.name, ()), self.config.arch,
-                              source=seed.source, elem_bytes=elem_bytes)
-        starts += split_starts(space, params, self.config.arch, source=seed.source, elem_bytes=elem_bytes)
+                              source=seed.source)
+        starts += split_starts(space, params, self.config.arch, source=seed.source)
         for start in starts:
             log.warning("task %s: the knowledge base starts a config beside the seed: %s", task.name, start.why)
         return [seed.with_params(start.change, operator=KNOWLEDGE_START, parents=(seed.id,),

@@ -15,6 +15,9 @@ The rules (each a fact of the hardware, not a measured answer):
   cooperative schedule's least) and clusters go to 1x1 (their multicast shares operand loads between tiles that
   do not exist here). Two starts: the reduction in the order of a deterministic fixup, and in any order
   (``REDUCTION: nondeterministic``, bitwise results may differ run to run; the chain judges both alike).
+  Where a Triton template offers ``SPLIT_K`` instead (knowledge/templates/matmul.py), the K loop is split into the
+  fewest parts that give every SM a program, each part at least ``MIN_K_TILES`` K tiles, the partials summed in a
+  fixed order.
 - **K shorter than the K tile** (K=32 under a 64-deep tile): the tile's far half multiplies zero padding; the K
   tile becomes the largest the SPACE offers within K.
 - **An fp32 GEMM template that can split its operands into bf16 parts** (``PRECISION`` offers ``bf16x3-split``,
@@ -37,6 +40,8 @@ from evoforge.knowledge.hardware import _all_specs, _device, fact, resolve_arch
 from evoforge.knowledge.legality import is_legal
 
 K_TILE_KEYS = ("TILE_K", "BLOCK_K")
+#: The fewest K tiles a split-K program is given: fewer and its partial's write and reduction outweigh its loop.
+MIN_K_TILES = 4
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,17 @@ def shape_starts(space: dict[str, list[Any]], params: dict[str, Any], shapes: Se
                    "SMs, 128x128 tiles, no clusters")
             add({**base, "REDUCTION": "nondeterministic"}, why + ", partials reduced in any order")
             add({**base, "REDUCTION": "deterministic"}, why + ", partials reduced in a fixed order")
+    bm, bn = params.get("BLOCK_M"), params.get("BLOCK_N")
+    k_tile = params.get(k_key or "")
+    if sms and "SPLIT_K" in space and all(isinstance(v, int) and v > 0 for v in (bm, bn, k_tile)):
+        tiles = math.ceil(m / bm) * math.ceil(n / bn)
+        k_tiles = math.ceil(k / short_k.get(k_key, k_tile))
+        splits = sorted(v for v in space["SPLIT_K"] if isinstance(v, int) and v > 1 and k_tiles // v >= MIN_K_TILES)
+        if tiles < sms and splits:
+            split = next((v for v in splits if tiles * v >= sms), splits[-1])
+            add({"SPLIT_K": split, **short_k},
+                f"{tiles} output tiles of {bm}x{bn} for {sms} SMs and K={k}: SPLIT_K {split} splits the K loop over "
+                f"the idle SMs ({tiles * split} programs, {k_tiles // split} K tiles each), partials summed in order")
     return out
 
 

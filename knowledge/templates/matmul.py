@@ -15,6 +15,10 @@ Each K step's three products go into a fresh accumulator that joins the running 
 Triton's own tf32x3/bf16x3 do: chained straight into the running sum, the MMA's truncating accumulation gave
 5x PyTorch's error (measured). The extra accumulator tile costs registers: 128 x 256 tiles spill (2.2 ms);
 128 x 128 x 64 with 8 warps is the measured best.
+SPLIT_K splits the K loop over a second grid axis for problems with fewer output tiles than SMs (L1/6: a 256x256
+output, K = 524288, four 128x128 tiles for 132 SMs): each program sums its share of the K tiles into a slice of an
+fp32 workspace and reduce_kernel adds the slices in split order (the same bits on every run). The knowledge base's
+shape rule (knowledge/starts.py) starts it where the tiles leave SMs idle; 1 (no workspace) otherwise.
 Edge tiles are handled with masks (never wrapped indices plus contiguity hints, a lie on odd sizes); EVEN_K
 drops the K mask when K % BLOCK_K == 0. Grouped launch order (GROUP_M) keeps B panels L2-resident.
 The Triton interpreter (3.6) multiplies bf16 tiles as raw 16-bit integers, so under TRITON_INTERPRET the
@@ -38,9 +42,10 @@ SPACE = {
     "SPLIT": ["bf16x3", "tf32x3", "none"],
     "PRECISION": ["tf32x3", "ieee"],
     "B_KMAJOR": [False, True],
+    "SPLIT_K": [1, 2, 4, 8, 16, 32, 64],
 }
 PARAMS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "SPLIT": "bf16x3", "PRECISION": "tf32x3", "B_KMAJOR": True}
+          "SPLIT": "bf16x3", "PRECISION": "tf32x3", "B_KMAJOR": True, "SPLIT_K": 1}
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -68,8 +73,15 @@ def split_kernel(x_ptr, hi_ptr, lo_ptr, n, TF32: tl.constexpr, BLOCK: tl.constex
 def matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
                   stride_bn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr,
-                  EVEN_K: tl.constexpr, WIDEN: tl.constexpr):
+                  EVEN_K: tl.constexpr, WIDEN: tl.constexpr, SPLIT_K: tl.constexpr):
     pid = tl.program_id(0)
+    # SPLIT_K > 1: program (pid, pid_k) sums the pid_k-th share of the K tiles into its own slice of c (a
+    # [SPLIT_K, M, N] fp32 workspace, contiguous), which reduce_kernel adds up in a fixed order.
+    pid_k = tl.program_id(1)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(k_tiles, SPLIT_K)
+    k_first = pid_k * per_split
+    k_last = tl.minimum(k_first + per_split, k_tiles)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     width = GROUP_M * num_pid_n
@@ -84,10 +96,11 @@ def matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, stride_am, s
     offs_k = tl.arange(0, BLOCK_K)
     m_mask = offs_m < M
     n_mask = offs_n < N
-    a_offs = offs_m.to(tl.int64)[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_offs = offs_k[:, None] * stride_bk + offs_n.to(tl.int64)[None, :] * stride_bn
+    k_base = k_first.to(tl.int64) * BLOCK_K
+    a_offs = offs_m.to(tl.int64)[:, None] * stride_am + (k_base + offs_k[None, :]) * stride_ak
+    b_offs = (k_base + offs_k[:, None]) * stride_bk + offs_n.to(tl.int64)[None, :] * stride_bn
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(k_first, k_last):
         if EVEN_K:
             a_mask = m_mask[:, None]
             b_mask = n_mask[None, :]
@@ -116,7 +129,20 @@ def matmul_kernel(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, stride_am, s
         a_offs += BLOCK_K * stride_ak
         b_offs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n.to(tl.int64)[None, :] * stride_cn
+    if SPLIT_K > 1:
+        c_ptrs += pid_k.to(tl.int64) * M * N
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
+
+
+@triton.jit
+def reduce_kernel(ws_ptr, c_ptr, n, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+    """c = the sum of the SPLIT_K partial products, in split order (the same bits on every run)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    acc = tl.load(ws_ptr + offs, mask=mask, other=0.0)
+    for s in range(1, SPLIT_K):
+        acc += tl.load(ws_ptr + s * n + offs, mask=mask, other=0.0)
+    tl.store(c_ptr + offs, acc, mask=mask)
 
 
 def split_operand(x: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,12 +174,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a_lo, b_lo = a, b
     c = torch.empty((m, n), device=a.device, dtype=torch.float32)
     bm, bn, bk = PARAMS["BLOCK_M"], PARAMS["BLOCK_N"], PARAMS["BLOCK_K"]
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    matmul_kernel[grid](a, a_lo, b, b_lo, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                        c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+    # no more splits than K tiles: each split gets at least one
+    splits = max(1, min(PARAMS["SPLIT_K"], triton.cdiv(k, bk)))
+    out = c if splits == 1 else torch.empty((splits, m, n), device=a.device, dtype=torch.float32)
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), splits)
+    matmul_kernel[grid](a, a_lo, b, b_lo, out, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        n, 1, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                         GROUP_M=PARAMS["GROUP_M"], SPLIT=split, PRECISION=PARAMS["PRECISION"],
-                        EVEN_K=k % bk == 0, WIDEN=mode == "bf16x3" and INTERPRETED,
+                        EVEN_K=k % bk == 0, WIDEN=mode == "bf16x3" and INTERPRETED, SPLIT_K=splits,
                         num_warps=PARAMS["num_warps"], num_stages=PARAMS["num_stages"])
+    if splits > 1:
+        reduce_kernel[(triton.cdiv(m * n, 1024),)](out, c, m * n, SPLIT_K=splits, BLOCK=1024, num_warps=4)
     return c
 
 

@@ -46,6 +46,26 @@ def test_a_gemm_with_fewer_output_tiles_than_sms_starts_on_stream_k():
         assert "2 output tiles" in s.why and "132 SMs" in s.why
 
 
+def test_a_triton_gemm_with_fewer_output_tiles_than_sms_starts_split_k():
+    # L1/6 in fp32 on the matmul template: 4 tiles of 128x128 for 132 SMs, K = 524288 (the template ran 0.12x
+    # torch.compile there with no split: 4 of 132 SMs busy)
+    params, starts = _starts("matmul", [(256, 524288), (524288, 256)], elem_bytes=None)  # as the route judges
+    assert params["SPLIT_K"] == 1
+    split = [s for s in starts if "SPLIT_K" in s.change]
+    assert [s.change for s in split] == [{"SPLIT_K": 64}]  # the fewest splits giving every SM a program (4 x 64)
+    assert "4 output tiles of 128x128 for 132 SMs" in split[0].why
+
+
+@pytest.mark.parametrize("shapes", [
+    [(4096, 4096), (4096, 4096)],            # 1024 tiles: every SM busy without a split
+    [(256, 256), (256, 256)],                # few tiles, but 4 K tiles: too short to split
+    [(256, 524288)],                         # one input
+])
+def test_no_split_k_start_where_the_rule_does_not_hold(shapes):
+    _, starts = _starts("matmul", shapes, elem_bytes=None)
+    assert not any("SPLIT_K" in s.change for s in starts)
+
+
 @pytest.mark.parametrize("shapes", [
     [(4096, 4096), (4096, 4096)],            # 512 tiles: whole waves, the seed's own schedule
     [(2048, 8192), (8192, 4096)],            # L1/2: 256 tiles
