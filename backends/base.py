@@ -107,7 +107,7 @@ def lock_key_of(backend: Any) -> str | None:
 
 def device_turn_path(key: str, lock_dir: str = DEVICE_LOCK_DIR) -> str:
     """The lock file of the device ``key`` names (its folder made): what ``device_turn`` holds, and what a process
-    that cannot import the backends (a capture: ``mutators.inductor_seed.DEVICE_TURN_ENV``) is told to hold."""
+    that cannot import the backends (a capture: ``mutators.inductor_capture.DEVICE_TURN_ENV``) is told to hold."""
     os.makedirs(lock_dir, mode=0o777, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
     return os.path.join(lock_dir, f"{safe}.lock")

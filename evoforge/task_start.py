@@ -225,7 +225,7 @@ class TaskStarts:
 
         from evoforge.backends.base import device_turn_path, lock_key_of
         from evoforge.core import last_error_line
-        from evoforge.mutators.inductor_seed import capture_env
+        from evoforge.mutators.inductor_capture import capture_env
 
         captured = self._captured(task)
         if captured.exists():
@@ -239,7 +239,7 @@ class TaskStarts:
             return
         log.warning("task %s: no template serves it; capturing torch.compile's Triton on %s", task.name, device)
         # -P: the installed evoforge, whatever the current folder (a checkout's partial evoforge/ would shadow it)
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "evoforge.mutators.inductor_seed", task.path, device,
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "evoforge.mutators.inductor_capture", task.path, device,
                                  str(captured), json.dumps(task.overrides), json.dumps(list(task.allow_ops))],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 env=capture_env(side_by_side, turn))

@@ -34,7 +34,7 @@ set = {{batch_size = 4, dim = 1000}}
 # on the CPU its Triton kernels are the interpreter's and compile in no time, so on CI's two cores, beside the other
 # xdist worker, the pool's start-up was most of a capture's time (a capture of L1/76 took 24 s, 13 s without the
 # pool). Set before torch is imported here; every process the tests start inherits it (a capture keeps a value
-# the user set: inductor_seed.capture_env). No test is about the pool's width: the one that reads it sets its own.
+# the user set: inductor_capture.capture_env). No test is about the pool's width: the one that reads it sets its own.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 

@@ -134,7 +134,7 @@ def build_task(spec: str, names: list[str], device: str, deadline: float) -> dic
 
     import torch
     import torch._inductor.kernel.conv  # noqa: F401  (its templates registered)
-    from evoforge.mutators.inductor_seed import _RenderedAs
+    from evoforge.mutators.inductor_capture import _RenderedAs
     from torch._inductor.select_algorithm import TritonTemplate
 
     from evoforge.task import Task, load_task_module

@@ -4,7 +4,7 @@ Triton (``inductor-seed``), under which compute rule, and how fast each seed is 
 Seeds only, no search. For every task of the levels asked (or ``--tasks``):
 
 1. In parallel worker processes (``--workers``; compiling is CPU work): torch.compile (default mode) of the
-   reference, run once so that Inductor's caches hold it, then ``inductor_seed.capture`` (its own settings:
+   reference, run once so that Inductor's caches hold it, then ``inductor_capture.capture`` (its own settings:
    symbolic sizes) written as JSON.
 2. The capture converted under both rules: ``strict`` (all of the reference's compute in the seed's kernels, the
    chain's default) and ``vendor`` (the GEMMs and convolutions Inductor keeps in cuBLAS/cuDNN allowed: the task's
@@ -61,7 +61,7 @@ def warm_one(task_path: str, out: str, overrides: dict[str, Any]) -> None:
     timing compiles later. A process of its own: capture's settings (symbolic sizes) must not meet this one. Its
     autotuning holds the device's turn where the environment names one (``device_turn_env``)."""
     import torch
-    from evoforge.mutators.inductor_seed import DEVICE_TURN_ENV, take_turn_while_benchmarking
+    from evoforge.mutators.inductor_capture import DEVICE_TURN_ENV, take_turn_while_benchmarking
 
     from evoforge.task import exec_module_file
 
@@ -86,10 +86,10 @@ def warm_one(task_path: str, out: str, overrides: dict[str, Any]) -> None:
 
 
 def device_turn_env(side_by_side: int, device: str) -> dict[str, str]:
-    """The environment of worker processes side by side on ``device`` (``inductor_seed.capture_env``): their
+    """The environment of worker processes side by side on ``device`` (``inductor_capture.capture_env``): their
     compiles share the cores, and their autotuning takes turns on the GPU (the campaign's device lock): timed at
     once, their choices of launch configs and tiles are the contention's, and Inductor's caches keep them."""
-    from evoforge.mutators.inductor_seed import capture_env
+    from evoforge.mutators.inductor_capture import capture_env
 
     turn = None
     if device == "cuda":
@@ -101,8 +101,8 @@ def device_turn_env(side_by_side: int, device: str) -> dict[str, str]:
 
 
 def capture_one(task_path: str, device: str, out: str, overrides: dict[str, Any]) -> None:
-    """Worker: ``inductor_seed.capture`` of the task, its seconds, or the reason there is no seed."""
-    from evoforge.mutators.inductor_seed import NoInductorSeed, capture
+    """Worker: ``inductor_capture.capture`` of the task, its seconds, or the reason there is no seed."""
+    from evoforge.mutators.inductor_capture import NoInductorSeed, capture
 
     row: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -116,7 +116,7 @@ def capture_one(task_path: str, device: str, out: str, overrides: dict[str, Any]
 
 def capture_iter(tasks: list[tuple[str, str, dict]], device: str, folder: Path, workers: int, timeout_s: float,
                  stop_at: float = 0.0) -> Iterator[tuple[str, dict | None]]:
-    """Each task's capture (torch.compile warmed, then ``inductor_seed.capture``), in worker processes side by
+    """Each task's capture (torch.compile warmed, then ``inductor_capture.capture``), in worker processes side by
     side, yielded as each is done: (name, its data), or (name, None) where ``stop_at`` (a ``time.perf_counter``)
     came before it was made (not captured: a later call does it)."""
     folder.mkdir(parents=True, exist_ok=True)

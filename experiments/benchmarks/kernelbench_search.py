@@ -4,7 +4,7 @@ torch.compile (``inductor-seed``), then the seed and the best kernel timed again
 
 1. The order: every level-1 and level-2 task without a template, shuffled with ``--seed`` (written to
    ``OUT/selection.json`` with every pick and every skip).
-2. Captures (coverage script's workers: torch.compile of the reference warmed, then ``inductor_seed.capture``),
+2. Captures (coverage script's workers: torch.compile of the reference warmed, then ``inductor_capture.capture``),
    in that order, until ``--pick`` tasks have a seed: under the strict rule where it gives one, else with exactly
    the vendor ops Inductor calls allowed (``allow_ops``: the rule the result runs under is in its row). A task
    whose capture gives no seed under either rule is skipped, its reason listed.

@@ -33,7 +33,7 @@ process then loads them from Triton's disk cache, and no other process uses the 
     python experiments/benchmarks/record_landscape.py matmul_fp16_acc_4096 --max-seconds 150 --out DIR
 
 An Inductor seed's space is not recorded here: its kernels exist only after a torch.compile capture of the task on
-the recording GPU (mutators/inductor_seed.py, which imports evoforge; this script imports nothing from it), so
+the recording GPU (mutators/inductor_capture.py, which imports evoforge; this script imports nothing from it), so
 the space would not be fixed before the recording. Nor is a CuTe template's: every config is an nvcc build of
 CUTLASS (tens of seconds each), and its loader is evoforge's CuTe backend.
 

@@ -80,7 +80,8 @@ def profile_task(spec: str, allow_ops: list[str], seed_dir: Path | None = None,
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import h200_suite  # noqa: E402
     import kernelbench_coverage  # noqa: E402
-    from evoforge.mutators.inductor_seed import capture, seed_from_capture
+    from evoforge.mutators.inductor_capture import capture
+    from evoforge.mutators.inductor_seed import seed_from_capture
 
     from evoforge.task import Task, resolve_task_path
 

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import PLAIN_RELU_TASK, cli_main
 
 #: A KernelBench-format task (an elementwise op) whose torch.compile capture cannot finish until the campaign has
-#: evaluated something: in the capture's process (``python -m evoforge.mutators.inductor_seed``) its import waits until
+#: evaluated something: in the capture's process (``python -m evoforge.mutators.inductor_capture``) its import waits until
 #: the run's result cache holds a result, then writes what it saw. Deterministic: no timing decides the order.
 GATED_TASK = '''
 import os
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-if sys.argv and sys.argv[0].endswith("inductor_seed.py") and os.environ.get("GATE_CACHE"):
+if sys.argv and sys.argv[0].endswith("inductor_capture.py") and os.environ.get("GATE_CACHE"):
     _cache, _deadline = Path(os.environ["GATE_CACHE"]), time.monotonic() + 600
     while time.monotonic() < _deadline and not (_cache.is_dir() and any(_cache.rglob("*.json"))):
         time.sleep(0.1)

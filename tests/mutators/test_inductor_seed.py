@@ -1,6 +1,6 @@
 """Seeds from torch.compile: Inductor's captured Triton turned into a candidate (pure), and one through the chain.
 
-The captures in tests/fixtures/inductor/ were made on the CPU (``python -m evoforge.mutators.inductor_seed TASK
+The captures in tests/fixtures/inductor/ were made on the CPU (``python -m evoforge.mutators.inductor_capture TASK
 cpu OUT.json OVERRIDES``: Inductor asked for Triton under a stand-in driver, torch 2.13); a GPU capture has the
 same form, with Inductor's configs for that device.
 """
@@ -54,11 +54,11 @@ _CAPTURE_EACH = """
 import json, sys, traceback
 from pathlib import Path
 
-from evoforge.mutators import inductor_seed
+from evoforge.mutators import inductor_capture
 
 for task, out, overrides, allow_ops in json.loads(sys.argv[1]):
     try:
-        inductor_seed.main([task, "cpu", out, overrides, allow_ops])
+        inductor_capture.main([task, "cpu", out, overrides, allow_ops])
     except BaseException:
         Path(out + ".error").write_text(traceback.format_exc())
     import torch
@@ -73,7 +73,7 @@ def _key(spec: str, overrides: dict, allow_ops: tuple[str, ...]) -> str:
 
 @pytest.fixture(scope="module")
 def live_capture(request, tmp_path_factory):
-    """The tasks captured on the CPU by ``python -m evoforge.mutators.inductor_seed``'s own ``main``, as the coverage
+    """The tasks captured on the CPU by ``python -m evoforge.mutators.inductor_capture``'s own ``main``, as the coverage
     run and a campaign capture them, in a process apart from the tests: one process for the module's captures (those
     of the tests selected), each after ``torch._dynamo.reset()``, not one each: every process paid torch's and
     Inductor's imports again (about 7 s of each capture's 13 s). Returns ``capture(spec, overrides, allow_ops)``."""
@@ -141,7 +141,7 @@ def test_a_compile_failure_with_an_empty_assertion_says_where_it_was_raised():
     """Four level-2 tasks failed on the H200 as "InductorError: AssertionError: " (the assertion had no text):
     the reason now names the file, line and check that raised it, and a failure that says something is kept as
     it was."""
-    from evoforge.mutators.inductor_seed import compile_failure, raised_in
+    from evoforge.mutators.inductor_capture import compile_failure, raised_in
 
     def lower(channels):
         if channels < 2:
@@ -195,7 +195,7 @@ def test_launch_configs_are_read_from_a_precompiled_kernel():
     from types import SimpleNamespace
 
     import triton
-    from evoforge.mutators.inductor_seed import _kernel_configs
+    from evoforge.mutators.inductor_capture import _kernel_configs
 
     a, b = triton.Config({"XBLOCK": 128}, num_warps=4), triton.Config({"XBLOCK": 1024}, num_warps=8)
     assert _kernel_configs(SimpleNamespace(configs=[a, b])) == [a, b]
@@ -327,7 +327,7 @@ def test_captures_side_by_side_share_the_cores_between_their_compile_pools(monke
     setting wins."""
     import os
 
-    from evoforge.mutators.inductor_seed import capture_env
+    from evoforge.mutators.inductor_capture import capture_env
 
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
@@ -359,7 +359,7 @@ def test_captures_side_by_side_take_turns_to_time_their_autotuning(tmp_path):
     import threading
 
     from evoforge.backends.base import device_turn, device_turn_path
-    from evoforge.mutators.inductor_seed import DEVICE_TURN_ENV, capture_env, take_turn_while_benchmarking
+    from evoforge.mutators.inductor_capture import DEVICE_TURN_ENV, capture_env, take_turn_while_benchmarking
     from torch._inductor.runtime import benchmarking
 
     path = device_turn_path("test-device", str(tmp_path))
@@ -699,7 +699,7 @@ def test_only_fp32_gemms_are_written_as_three_tf32_passes_and_the_templates_are_
     and after the build Inductor's templates render as Inductor wrote them (a later compile in the same process,
     the exact-tiles variant's, must not inherit the rewrite)."""
     import torch
-    from evoforge.mutators.inductor_seed import _fp32_only, _tf32x3_dots
+    from evoforge.mutators.inductor_capture import _fp32_only, _tf32x3_dots
     from torch._inductor.select_algorithm import TritonTemplate
 
     linear = torch.nn.Linear(4, 4)
@@ -817,7 +817,7 @@ def test_a_convolution_as_a_window_gather_and_a_gemm_is_the_convolution(dims, st
     convolution in float64: 1-D, 2-D and 3-D; strided, padded, dilated; grouped and depthwise; with and without a
     bias."""
     import torch
-    from evoforge.mutators.inductor_seed import _conv_as_gemm
+    from evoforge.mutators.inductor_capture import _conv_as_gemm
 
     g = torch.Generator().manual_seed(dims * 7 + groups)
     size = {1: (23,), 2: (9, 11), 3: (6, 7, 8)}[dims]
@@ -846,7 +846,7 @@ def test_a_transposed_convolution_as_a_gather_and_a_gemm_is_the_transposed_convo
     (a crop), output padding, dilated, grouped and depthwise; with and without a bias. Inductor has no Triton for it:
     before, every transposed-convolution task had no seed under the strict rule (issue U)."""
     import torch
-    from evoforge.mutators.inductor_seed import _conv_as_gemm
+    from evoforge.mutators.inductor_capture import _conv_as_gemm
 
     g = torch.Generator().manual_seed(dims * 11 + groups)
     size = {1: (13,), 2: (7, 9), 3: (4, 5, 6)}[dims]
@@ -869,7 +869,7 @@ def test_a_strided_transposed_convolution_multiplies_no_inserted_zero():
     3-D convolution, KernelBench's L2/100 ran at 0.07x torch.compile): its GEMMs' FLOPs, counted by torch's own
     counter, within 1.5x of the transposed convolution's."""
     import torch
-    from evoforge.mutators.inductor_seed import _conv_as_gemm
+    from evoforge.mutators.inductor_capture import _conv_as_gemm
     from torch.utils.flop_counter import FlopCounterMode
 
     x = torch.randn(2, 8, 10, 10, 10, dtype=torch.float64)
