@@ -190,9 +190,8 @@ class TaskStarts:
 
     def knowledge_starts(self, task: Task, seed: Candidate) -> list[Candidate]:
         """Configs the knowledge base's shape rules say to try beside the seed for this task's problem (stream-K
-        where a GEMM has fewer output tiles than SMs, a K tile within K, an fp32 GEMM's operands split into bf16
-        parts), each evaluated right after the seed as
-        operator ``knowledge-start``; none with the knowledge base off or a seed without a SPACE."""
+        or split-K where a GEMM has fewer output tiles than SMs, a K tile within K, an fp32 GEMM's operands split
+        into bf16 parts), each evaluated right after the seed as operator ``knowledge-start``; none with the knowledge base off or a seed without a SPACE."""
         from evoforge.core import declared_space
         from evoforge.knowledge.starts import shape_starts, split_starts
 
