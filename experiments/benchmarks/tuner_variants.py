@@ -1,6 +1,6 @@
 """Score variants of the default tuner (its ``tuner_options``) on landscapes, with and without the knowledge base.
 
-The quick comparison behind the 100-seed figures in search/strategies/tuner.py and experiments/results/search/
+The quick comparison behind the 100-seed figures in search/tuning/tuner.py and experiments/results/search/
 README.md (``search_bench.py`` writes the 200-seed table): P(within 2% of the exhaustive best) after 20, 30 and 50
 evaluations of one 50-evaluation search per seed, seeds 0..N-1, default strategy, batch 1 (``--batch``).
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from evoforge.mutators.names import PARAMS
 from evoforge.search.base import Proposal, is_repeat
 from evoforge.search.strategies.names import BAYES
-from evoforge.search.strategies.optuna_tuner import SAMPLER_NAMES, OptunaTuner, make_sampler
 from evoforge.search.strategies.proposals import params_proposal, runtime_of
 from evoforge.search.strategies.space import ParamSpace
+from evoforge.search.tuning.optuna_tuner import SAMPLER_NAMES, OptunaTuner, make_sampler
 
 from evoforge.core import Candidate, EvalResult
 

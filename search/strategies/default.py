@@ -20,7 +20,7 @@ from evoforge.search.base import Proposal
 from evoforge.search.strategies.evolution import EvolutionStrategy, Individual
 from evoforge.search.strategies.names import DEFAULT
 from evoforge.search.strategies.proposals import failure_kind, params_proposal
-from evoforge.search.strategies.tuner import StructureTuner, known_causes
+from evoforge.search.tuning.tuner import StructureTuner, known_causes
 
 from evoforge.core import Candidate
 

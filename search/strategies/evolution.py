@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from evoforge.mutators.names import CROSSOVER, LLM_REPAIR, PARAMS
 from evoforge.search.base import Proposal, is_repeat
-from evoforge.search.strategies.bandit import AUCBandit
 from evoforge.search.strategies.names import EVOLUTION
 from evoforge.search.strategies.proposals import params_proposal, runtime_of
 from evoforge.search.strategies.space import ParamSpace
+from evoforge.search.tuning.bandit import AUCBandit
 
 from evoforge.core import Candidate, EvalResult
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from evoforge.knowledge import is_legal
 from evoforge.search.cache import ResultCache
 from evoforge.search.store import OptunaStore
-from evoforge.search.strategies.choices import ChoiceEffects
 from evoforge.search.strategies.space import ParamSpace
+from evoforge.search.tuning.choices import ChoiceEffects
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, declared_space, source_language
 from tests.conftest import FIXTURES

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from evoforge.search.bench import child_of
 from evoforge.search.strategies import get_strategy
-from evoforge.search.strategies.bandit import AUCBandit
+from evoforge.search.tuning.bandit import AUCBandit
 
 from evoforge.core import EvalResult, EvalStatus
 from tests.search.conftest import tiny_landscape

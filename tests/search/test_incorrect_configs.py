@@ -14,12 +14,12 @@ import pytest
 from evoforge.backends.replay import Landscape
 from evoforge.search.bench import run_search, search_bench
 from evoforge.search.strategies import get_strategy
-from evoforge.search.strategies.causes import CauseModel
-from evoforge.search.strategies.choices import ChoiceEffects
 from evoforge.search.strategies.proposals import FailureKind, failure_kind
 from evoforge.search.strategies.space import ParamSpace
-from evoforge.search.strategies.surrogate import FailureModel
-from evoforge.search.strategies.tuner import StructureTuner
+from evoforge.search.tuning.causes import CauseModel
+from evoforge.search.tuning.choices import ChoiceEffects
+from evoforge.search.tuning.surrogate import FailureModel
+from evoforge.search.tuning.tuner import StructureTuner
 
 from evoforge import knowledge
 from evoforge.core import EvalResult, EvalStatus

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from evoforge.search.strategies.bandit import BetaBandit
 from evoforge.search.strategies.space import ParamSpace
-from evoforge.search.strategies.surrogate import FailureModel
-from evoforge.search.strategies.tuner import EXPLORE, WALK, StructureTuner
+from evoforge.search.tuning.bandit import BetaBandit
+from evoforge.search.tuning.surrogate import FailureModel
+from evoforge.search.tuning.tuner import EXPLORE, WALK, StructureTuner
 
 
 def _walk_finds_best(space: ParamSpace, ms, told: list[tuple[int, ...]], steps: int, seed: int,

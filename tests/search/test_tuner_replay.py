@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import optuna
 import pytest
-from evoforge.search.strategies.optuna_tuner import FAILURE_CONSTRAINT, PENALTY_LOG_MARGIN, OptunaTuner
 from evoforge.search.strategies.space import ParamSpace
+from evoforge.search.tuning.optuna_tuner import FAILURE_CONSTRAINT, PENALTY_LOG_MARGIN, OptunaTuner
 
 SPACE = {"BLOCK_M": [16, 32, 64, 128], "BLOCK_N": [16, 32, 64, 128], "warps": [2, 4, 8]}
 

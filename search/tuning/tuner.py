@@ -89,13 +89,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from evoforge.search.strategies.bandit import BetaBandit
-from evoforge.search.strategies.causes import CauseModel, Literal
-from evoforge.search.strategies.choices import ChoiceEffects
-from evoforge.search.strategies.optuna_tuner import OptunaTuner
 from evoforge.search.strategies.proposals import FailureKind
 from evoforge.search.strategies.space import ParamSpace
-from evoforge.search.strategies.surrogate import FailureModel
+from evoforge.search.tuning.bandit import BetaBandit
+from evoforge.search.tuning.causes import CauseModel, Literal
+from evoforge.search.tuning.choices import ChoiceEffects
+from evoforge.search.tuning.optuna_tuner import OptunaTuner
+from evoforge.search.tuning.surrogate import FailureModel
 
 _TWIN_RETRIES = 3
 WALK, EXPLORE = "walk", "explore"  # the proposal sources after the start
