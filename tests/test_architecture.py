@@ -235,3 +235,15 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def test_every_package_of_the_code_is_in_the_distribution() -> None:
+    """``pyproject.toml`` lists the packages a wheel holds one by one (the folders map onto ``evoforge.*``): a new
+    subpackage left out installs from a checkout (an editable install finds it) and is missing from ``pip install .``
+    and the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {name for name, path in modules().items() if path.name == "__init__.py"}
+    assert found == listed, f"not in pyproject.toml's packages: {sorted(found - listed)}; listed, not found: " \
+        f"{sorted(listed - found)}"
