@@ -157,3 +157,21 @@ def test_a_campaign_evaluates_the_knowledge_start_beside_the_seed_and_not_with_t
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "knowledge-start" not in [t.user_attrs["operator"]
                                      for t in _trials(off, "off/level1/1_Square_matrix_multiplication_")]
+
+
+@pytest.mark.slow
+def test_a_campaign_on_a_large_k_gemm_evaluates_the_split_k_start(tmp_path, capsys):
+    """L1/6's form (one output tile, a long K) on the interpreter: the matmul template's split-K start is made and
+    passes the chain. The campaign judges a start as the route judges a child (the source's operand sizes): judged at
+    the fp32 task's 4-byte operands, the template's own 128x128x64 tile broke the shared-memory rule and the start was
+    never made."""
+    out = tmp_path / "sk"
+    proc = cli_main(capsys, "run", "--task", "L1/6", "--set", "M=64", "--set", "N=64", "--set", "K=4096",
+                    "--backend", "interpreter", "--budget-evals", "2", "--operators", "params", "--workers", "1",
+                    "--json", "--out", str(out), "--name", "sk")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = _trials(out, "sk/level1/6_Matmul_with_large_K_dimension_")
+    assert [t.user_attrs["operator"] for t in trials] == ["seed", "knowledge-start"]
+    start = json.loads(trials[1].user_attrs["params"])
+    # 1 tile for 132 SMs, 64 K tiles: the most splits that keep 4 K tiles each
+    assert start["SPLIT_K"] == 16 and trials[1].user_attrs["status"] == "ok", trials[1].user_attrs
