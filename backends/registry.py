@@ -31,7 +31,6 @@ def _load_builtin() -> None:
     global _builtin_loaded
     if _builtin_loaded:
         return
-    _builtin_loaded = True
     from evoforge.backends.cuda import CudaBackend
     from evoforge.backends.interpreter import InterpreterBackend
     from evoforge.backends.replay import ReplayBackend
@@ -39,6 +38,7 @@ def _load_builtin() -> None:
 
     for factory in (CudaBackend, InterpreterBackend, ReplayBackend, XpuBackend):
         _REGISTRY[factory.name] = factory
+    _builtin_loaded = True  # only once every member loaded: a failed import is raised again, not hidden
 
 
 def backend_names() -> list[str]:

@@ -46,3 +46,24 @@ def test_a_plug_in_backend_is_built_by_name_beside_the_built_ins() -> None:
         print(get_backend("mine").name, get_backend("interpreter").name)
     """)
     assert out.split() == ["mine", "interpreter"]
+
+
+def test_a_built_in_that_cannot_load_says_why_every_time() -> None:
+    """A member whose import fails (a missing dependency) raises that error at each ask, not once and then an
+    'unknown strategy' or 'unknown backend' that hides it."""
+    out = _run("""
+        import sys
+        sys.modules["evoforge.search.strategies.stages"] = None  # its import now raises ImportError
+        sys.modules["evoforge.backends.xpu"] = None
+        from evoforge.search.strategies import get_strategy
+        from evoforge.backends.registry import get_backend
+        for ask in (lambda: get_strategy("random", seed=0), lambda: get_backend("interpreter")):
+            for _ in range(2):
+                try:
+                    ask()
+                except ImportError:
+                    print("ImportError")
+                except Exception as e:
+                    print(type(e).__name__)
+    """)
+    assert out.split() == ["ImportError"] * 4

@@ -37,7 +37,6 @@ def _load_builtin() -> None:
     global _builtin_loaded
     if _builtin_loaded:
         return
-    _builtin_loaded = True
     from evoforge.search.strategies.bayes import BayesStrategy
     from evoforge.search.strategies.cutegen import CuTeGenLoop
     from evoforge.search.strategies.default import DefaultStrategy
@@ -47,6 +46,7 @@ def _load_builtin() -> None:
 
     for factory in (BayesStrategy, CuTeGenLoop, DefaultStrategy, EvolutionStrategy, RandomSearch, StagePipeline):
         _REGISTRY[factory.name] = factory
+    _builtin_loaded = True  # only once every member loaded: a failed import is raised again, not hidden
 
 
 def strategy_names() -> list[str]:
