@@ -21,6 +21,8 @@ log = logging.getLogger("evoforge.campaign")
 BASELINE_ATTR = "compile_baseline"
 #: The pool's key of a baseline job (the task's name beside it).
 BASELINE_JOB = "torch.compile"
+#: the evaluations whose median wall time sizes the re-timings' reserve: the latest ones (the device's pace now)
+WALLS = 50
 
 
 class BaselineAndFinalists:
@@ -69,8 +71,8 @@ class BaselineAndFinalists:
                                                 for s in self.tasks.values())
 
     def _send_confirmations(self) -> None:
-        """Each task whose search is over (nothing under way, nothing more wanted) gets its finalists once; their
-        re-timings go to free evaluators while the budget lasts, the rest are counted as skipped."""
+        """Each task whose search is over (nothing under way, nothing more wanted) gets its finalists once. Their
+        re-timings go to free evaluators in ``confirm.next_retimings``' order."""
         assert self.pool is not None
         if not self.confirms():
             return
@@ -80,28 +82,26 @@ class BaselineAndFinalists:
                 state.confirmation = confirm.Confirmation(
                     finalists=chosen, to_send=list(chosen),
                     baseline_to_send=bool(chosen) and state.compile_speedup is not None)
-        for state in self.tasks.values():
-            c = state.confirmation
-            if c is None or c.done:
-                continue
-            if self.out_of_time():
-                c.skipped += len(c.to_send) + int(c.baseline_to_send)
-                c.to_send, c.baseline_to_send = [], False
-                continue
-            while self.pool.free() > 0 and c.to_send:
-                candidate = c.to_send.pop(0)
-                worker = self.pool.submit((confirm.CONFIRM_JOB, state.task.name, candidate.id), state.task,
-                                          candidate, confirm.recheck_options(self._options.to_dict(), self._rechecks))
-                self._rechecks += 1
-                self._submitted[worker] = time.time()
-            if self.pool.free() > 0 and c.baseline_to_send:
+        open_ = [(n, s.confirmation) for n, s in self.tasks.items()
+                 if s.confirmation is not None and not s.confirmation.done]
+        for name, candidate in confirm.next_retimings(open_, self.pool.free(), self.out_of_time()):
+            state = self.tasks[name]
+            if candidate is None:
                 from evoforge.backends.evaluator import baseline_candidate
 
-                c.baseline_to_send = False
-                worker = self.pool.submit((BASELINE_JOB, state.task.name, "retime"), state.task,
-                                          baseline_candidate(state.task),
+                worker = self.pool.submit((BASELINE_JOB, name, "retime"), state.task, baseline_candidate(state.task),
                                           {**self._options.to_dict(), "baseline": "compile"})
-                self._submitted[worker] = time.time()
+            else:
+                worker = self.pool.submit((confirm.CONFIRM_JOB, name, candidate.id), state.task, candidate,
+                                          confirm.recheck_options(self._options.to_dict(), self._rechecks))
+                self._rechecks += 1
+            self._submitted[worker] = time.time()
+
+    def _evaluation_wall(self, started_at: float | None) -> None:
+        """An evaluation's wall time, from its hand-over to its result: the latest ``WALLS`` size the re-timings'
+        reserve (``Campaign.search_out_of_time``)."""
+        if started_at is not None:
+            self._walls = [*self._walls[-(WALLS - 1):], time.time() - started_at]
 
     def _retimed(self, state: TaskState, key: tuple[Any, ...], result: EvalResult) -> None:
         """A finalist's re-timing, or torch.compile's build's: kept, and in the task's study."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -74,6 +75,9 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         self.stopped: dict[str, str] = {}  # task -> why it stopped before its budget
         self._submitted: dict[str, float] = {}  # worker tag -> when its evaluation was handed over (epoch s)
         self._rechecks = 0  # finalists' re-checks sent: each draws its own inputs (confirm.recheck_options)
+        self._walls: list[float] = []  # the wall seconds of the latest evaluations (the re-timings' reserve)
+        self._search_over = False  # the search's share of the time budget is spent: it stays spent
+        self._reserve_s = 0.0  # what the search left of the budget for the re-timings, once it ended
         self.run_dir = config.run_dir()
         self.started = time.monotonic()
         self.tasks: dict[str, TaskState] = {}
@@ -188,8 +192,20 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         return bool(self.config.budget_minutes) and self.elapsed_s() >= self.config.budget_minutes * 60 * share
 
     def search_out_of_time(self) -> bool:
-        """The search's share of the time budget is spent: the rest is the finalists' re-timings'."""
-        return self.out_of_time(1.0 - confirm.RESERVE if self.confirms() else 1.0)
+        """The search's share of the time budget is spent: the rest is the finalists' re-timings'
+        (``confirm.reserve_s``: sized by this campaign's own evaluations). Once spent it stays spent, though the
+        reserve shrinks as tasks are re-timed: a task re-timed does not search on."""
+        if self._search_over or not self.config.budget_minutes:
+            return self._search_over
+        budget_s = self.config.budget_minutes * 60
+        reserve = 0.0
+        if self.confirms():
+            waiting = sum(1 for s in self.tasks.values() if s.confirmation is None)
+            reserve = confirm.reserve_s(budget_s, waiting, statistics.median(self._walls) if self._walls else None,
+                                        self.pool.size if self.pool is not None else 1)
+        if self.elapsed_s() >= budget_s - reserve:
+            self._search_over, self._reserve_s = True, reserve
+        return self._search_over
 
     def _wants_more(self, state: TaskState) -> bool:
         return (state.evaluations + state.in_flight < self.config.budget_evals and not self.search_out_of_time()
@@ -307,7 +323,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
                 # Results that finished.
                 for task_name, candidate, result, worker in self.pool.poll(timeout_s=0.05):
                     if isinstance(task_name, tuple):  # (BASELINE_JOB, task[, "retime"]) or (CONFIRM_JOB, task, id)
-                        self._submitted.pop(worker, None)
+                        self._evaluation_wall(self._submitted.pop(worker, None))
                         if task_name[0] == BASELINE_JOB and len(task_name) == 2:
                             self._baseline_timed(self.tasks[task_name[1]], result)
                         else:
@@ -316,8 +332,9 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
                     state = self.tasks[task_name]
                     if "build" in candidate.meta:  # the nvcc time is the build's, measured ahead
                         result = replace(result, compile_s=candidate.meta["build"]["compile_s"])
-                    self._evaluated(state, candidate, result, worker=worker,
-                                    started_at=self._submitted.pop(worker, None))
+                    started_at = self._submitted.pop(worker, None)
+                    self._evaluation_wall(started_at)
+                    self._evaluated(state, candidate, result, worker=worker, started_at=started_at)
                     told = True
                     progress.update()
                 self._save_state()
@@ -366,7 +383,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
             return self.stopped[state.task.name]
         if self.search_out_of_time():
             why = stopping.out_of_time(state, self.config)
-            return why + (f" (its last {confirm.RESERVE:.0%} went to re-timing the finalists: --confirm)"
+            return why + (f" (its last {self._reserve_s:.3g} s went to re-timing the finalists: --confirm)"
                           if self.confirms() else "")
         return None
 

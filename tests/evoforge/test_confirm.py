@@ -58,7 +58,7 @@ def test_a_lucky_timing_does_not_make_the_export():
     assert result.details["confirmed"] and result.details["search_speedup"] == 1.2
     assert state.search_best()[0].id == b.id and state.seed_result().speedup == 0.98
     summary = state.confirmation.summary(best.id, state.search_best()[0].id)
-    assert summary["changed"] and summary["finalists"] == [b.id, a.id, seed.id]
+    assert summary["changed"] and summary["finalists"] == [b.id, seed.id, a.id]  # the seed second: see MUST
 
 
 def test_a_finalist_that_fails_its_recheck_is_never_exported():
@@ -81,13 +81,65 @@ def test_finalists_not_all_re_timed_leave_the_search_to_choose():
     assert state.best()[0].id == b.id and state.best()[1].speedup == 1.3
 
 
+def test_the_best_and_the_seed_re_timed_choose_though_the_others_were_skipped():
+    """L2/54 on the H200: the search timed its seed (torch.compile's own kernels) at 0.719x torch.compile and a
+    variant at 0.751x; re-timed, the variant ran 0.816x and the seed 1.043x. The budget left time for those two
+    alone: the seed is exported (before, a finalist left un-re-timed handed the choice back to the search, which
+    exported the variant)."""
+    seed, variant, other = _kernels(3)
+    state = _state([(seed, _ok(0.719)), (variant, _ok(0.751)), (other, _ok(0.74))])
+    _confirmed(state, {variant.id: _ok(0.816), seed.id: _ok(1.043)})
+    state.confirmation.skipped = 1
+    best, result = state.best()
+    assert best.id == seed.id and result.speedup == 1.043 and result.details["confirmed"]
+
+
+def test_every_tasks_best_and_seed_are_re_timed_before_any_others_and_past_the_budget():
+    """Ten tasks' searches end together with two evaluators free: the first re-timings are each task's search best
+    and seed, task after task; once the budget has run out those still go (the export is not the search's luck)
+    and only the others are skipped."""
+    tasks = []
+    for t in range(10):
+        seed, a, b, c = _kernels(4)
+        history = [(seed, _ok(1.0)), (a, _ok(1.3)), (b, _ok(1.2)), (c, _ok(1.1))]
+        chosen = confirm.finalists(history, seed)
+        tasks.append((f"t{t}", confirm.Confirmation(finalists=chosen, to_send=list(chosen), baseline_to_send=True)))
+    first = confirm.next_retimings(tasks, free=2, out_of_time=False)
+    assert [(n, c.id) for n, c in first] == [("t0", tasks[0][1].finalists[0].id), ("t0", tasks[0][1].finalists[1].id)]
+    assert tasks[0][1].finalists[1].operator == "seed"
+    # time runs out: the rest of every task's first two still go, 2 by 2; nothing else does, and is counted
+    sent = first
+    while batch := confirm.next_retimings([t for t in tasks if not t[1].done], free=2, out_of_time=True):
+        sent += batch
+    assert len(sent) == 20 and all(c is not None for _, c in sent)
+    assert {(n, c.id) for n, c in sent} == {(n, f.id) for n, c in tasks for f in c.finalists[:2]}
+    assert all(c.done and c.skipped == 3 for _, c in tasks)  # two more finalists and torch.compile's re-timing
+    # with time left, a task's others and torch.compile's build (None) follow once every task has its first two
+    seed, a, b = _kernels(3)
+    chosen = confirm.finalists([(seed, _ok(1.0)), (a, _ok(1.3)), (b, _ok(1.2))], seed)
+    lone = [("x", confirm.Confirmation(finalists=chosen, to_send=list(chosen), baseline_to_send=True))]
+    assert [c.id if c else None for _, c in confirm.next_retimings(lone, free=8, out_of_time=False)] == [
+        a.id, seed.id, b.id, None]
+    solo = [("y", confirm.Confirmation(finalists=[seed], to_send=[seed], baseline_to_send=True))]
+    assert [c.id if c else None for _, c in confirm.next_retimings(solo, free=8, out_of_time=False)] == [seed.id, None]
+
+
+def test_the_re_timings_reserve_is_what_the_campaigns_own_evaluations_need():
+    """The H200 run of issue R's part 3: ten tasks at 0.3 min each, ~6 s an evaluation, three evaluators. A flat 10%
+    reserved 18 s and skipped every re-timing but seven; the two re-timings each task cannot go without need 40 s."""
+    assert confirm.reserve_s(180, tasks=10, evaluation_s=6.0, evaluators=3) == pytest.approx(40.0)
+    assert confirm.reserve_s(180, tasks=10, evaluation_s=None, evaluators=3) == pytest.approx(18.0)  # none timed yet
+    assert confirm.reserve_s(3600, tasks=2, evaluation_s=6.0, evaluators=2) == pytest.approx(360.0)  # 10% is plenty
+    assert confirm.reserve_s(60, tasks=40, evaluation_s=20.0, evaluators=1) == pytest.approx(30.0)  # half, at most
+
+
 def test_finalists_are_the_fastest_correct_and_the_seed():
     seed, *rest = _kernels(6)
     floor = _ok(9.0, below_floor=True)  # faster than the device can be: never a finalist
     history = [(seed, _ok(0.5)), (rest[0], _ok(1.1)), (rest[1], _ok(1.4)), (rest[2], floor),
                (rest[3], _ok(1.2)), (rest[4], _ok(1.3))]
     chosen = confirm.finalists(history, seed)
-    assert [c.id for c in chosen] == [rest[1].id, rest[4].id, rest[3].id, seed.id]
+    assert [c.id for c in chosen] == [rest[1].id, seed.id, rest[4].id, rest[3].id]  # best, seed, then the others
     only_seed = [(seed, _ok(1.0)), (rest[0], EvalResult.failure(EvalStatus.INCORRECT, "wrong"))]
     assert confirm.finalists(only_seed, seed) == [seed]  # one correct kernel: re-checked on draws of its own
     assert confirm.finalists([(seed, EvalResult.failure(EvalStatus.INCORRECT, "wrong"))], seed) == []
@@ -201,3 +253,22 @@ def test_a_campaign_re_times_its_finalists_and_exports_by_the_re_timing(tmp_path
     resumed = json.loads((out / "summary.json").read_text())["tasks"]["level1/19_ReLU"]
     assert resumed["confirmation"] == c and resumed["best_speedup"] == summary["best_speedup"]
     assert json.loads((out / "best" / "level1_19_ReLU.json").read_text())["candidate_id"] == c["chosen"]
+
+
+@pytest.mark.slow
+def test_a_budget_that_runs_out_still_re_times_the_best_and_the_seed(tmp_path, capsys):
+    """A time budget far too short for the re-timings (3 s on the interpreter): the search best and the seed are
+    re-timed all the same, and exported by; the other finalists are skipped and counted, and the stop says how much
+    of the budget the re-timings had (before: every re-timing was skipped, and the export was the search's luck)."""
+    out = tmp_path / "run"
+    proc = cli_main(capsys, "run", "--task", "L1/19", "--seed-kernel", str(RELU / "plain_constants.py"),
+                    "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter", "--budget-minutes",
+                    "0.05", "--workers", "2", "--operators", "params", "--confirm", "on", "--out", str(out),
+                    "--name", "short")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())["tasks"]["level1/19_ReLU"]
+    c = summary["confirmation"]
+    assert c["finalists"] and set(c["finalists"][:confirm.MUST]) <= set(c["retimed"])
+    assert len(c["retimed"]) + c["skipped"] == len(c["finalists"])
+    assert summary["best_speedup"] == c["retimed"][c["chosen"]]["speedup"]
+    assert "s went to re-timing the finalists" in summary["stopped_early"]
