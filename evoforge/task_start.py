@@ -288,9 +288,9 @@ class TaskStarts:
             source, why = None, str(e)
         conv_build = _triton_conv_build(capture, tuple(task.allow_ops), source)
         if source is None:
-            if conv_build is None or "convolution" in task.allow_ops:
+            if conv_build is None:
                 return self._no_seed(task, why)
-            source, conv_build = conv_build, None  # under the strict rule the one start there is: the seed
+            source, conv_build = conv_build, None  # the one start there is (a task that is one convolution): the seed
         seed_file = folder / f"{stem}.py"
         atomic_write(seed_file, source)
         rule = "vendor ops allowed: " + ", ".join(task.allow_ops) if task.allow_ops else "strict"
@@ -343,19 +343,20 @@ class TaskStarts:
 
 
 def _triton_conv_build(capture: Any, allow_ops: tuple[str, ...], seed: str | None) -> str | None:
-    """torch.compile's build of the task with its main path's plain convolutions (1-D, 2-D or 3-D, one group, not
-    transposed) in a Triton kernel of the seed's own instead of cuDNN's (``mutators/conv_kernel.py``: bf16 parts on
-    tensor cores, exact where cuDNN's fast path is TF32): the vendor rule's ``seed`` so rewritten; under the strict rule
-    (cuDNN not allowed) the build with cuDNN's calls, every convolution of both paths rewritten, where each is plain.
-    None where there is no such build. The chain judges it as it judges the seed."""
+    """torch.compile's build of the task with its main path's convolutions (1-D, 2-D or 3-D; strided, padded,
+    dilated, grouped or transposed) in a Triton kernel of the seed's own instead of cuDNN's
+    (``mutators/conv_kernel.py``: bf16 parts on tensor cores, exact where cuDNN's fast path is TF32): the vendor
+    rule's ``seed`` so rewritten; under the strict rule (cuDNN not allowed), or where there is no seed (a task that is
+    one convolution: Inductor writes no kernel), the build with cuDNN's calls, rewritten (under the strict rule every
+    convolution of both paths). None where there is no such build. The chain judges it as it judges the seed."""
     from evoforge.mutators.conv_kernel import with_triton_conv
     from evoforge.mutators.inductor_seed import NoInductorSeed, seed_from_capture
 
     strict = "convolution" not in allow_ops
     base = seed
-    if strict:
+    if strict or base is None:
         try:
-            base = seed_from_capture(capture, allow_ops=(*allow_ops, "convolution"))
+            base = seed_from_capture(capture, allow_ops=(*allow_ops, "convolution"), library_ok=True)
         except NoInductorSeed:
             return None
     precision = "bf16x3" if capture.device.startswith("cuda") else "ieee"  # the interpreter's dot: exact fp32 only

@@ -10,9 +10,11 @@ convolution 1.75 ms against cuDNN's exact fp32 2.62 ms (NCHW) and 4.32 ms (chann
 TF32 (experiments/results/kernelbench/conv_igemm_2026-12-04_v2.jsonl). Where cuDNN's TF32 is the reference's own
 arithmetic (64 input channels, L2/1) it stays 3x ahead of this kernel, which the search then leaves.
 
-``with_triton_conv(source)`` rewrites a seed's main-shape path: each ``torch.convolution`` call there that is a
-plain convolution (1-D, 2-D or 3-D; one group, not transposed; strided, padded or dilated) becomes a launch of
-``_evoforge_conv``, with the kernel's tiles and precision in ``SPACE`` under ``convI_`` names; the shape-generic path is left as it was. The
+``with_triton_conv(source)`` rewrites a seed's main-shape path: each ``torch.convolution`` call there whose
+arguments are literals (1-D, 2-D or 3-D; strided, padded, dilated, grouped or transposed) becomes a launch of
+``_evoforge_conv``, with the kernel's tiles and precision in ``SPACE`` under ``convI_`` names; the shape-generic path
+is left as it was. A task that is one convolution (Inductor writes no kernel for it) gets its build with cuDNN's
+call so rewritten (``seed_from_capture(..., library_ok=True)``). The
 output keeps the layout cuDNN's would have (channels-last for channels-last input, else contiguous), so the kernels
 Inductor fused after the convolution read it as they did. The result is a variant (``triton-conv``) beside the seed:
 the chain judges it, the search tunes it. With ``generic`` (the strict rule, where cuDNN is not allowed) the
@@ -23,7 +25,12 @@ Every convolution is computed as a 3-D one over channels-last (NDHWC) memory, a 
 program computes BLOCK_M output positions by BLOCK_N output channels; the K loop runs once over the kernel's taps
 and channel blocks (one flat loop, so Triton's pipeliner overlaps the gathers with the dots), or, with fewer than 16
 input channels, over (tap, channel) pairs gathered element by element. The sizes are constexprs: a main-shape build,
-as the rest of the path is; rows then align to the channel count and the loads vectorise.
+as the rest of the path is; rows then align to the channel count and the loads vectorise. Groups are the grid's
+second axis (a group's GEMM over its own channels and weights; depthwise is groups = channels, one channel a K row).
+A transposed convolution runs in gather form: each output position reads, per tap, the input position that tap
+maps onto it, where there is one (``_evoforge_conv_at``), so no zero is ever inserted into memory; the taps of a
+stride's other phases are masked, not skipped (a sub-pixel split of M by phase would skip them: not built yet, and
+the GPU has not timed this form).
 """
 
 from __future__ import annotations
@@ -48,20 +55,39 @@ TILES: dict[str, tuple[list[int], int]] = {
 KERNEL_SOURCE = '''
 
 @triton.jit
+def _evoforge_conv_at(o, k, S: tl.constexpr, P: tl.constexpr, DL: tl.constexpr, SIZE: tl.constexpr,
+                      TRANSPOSED: tl.constexpr):
+    """The input index that tap ``k`` of output index ``o`` reads along one dimension, and whether there is one: a
+    convolution reads ``o * S - P + k * DL``; a transposed one the ``i`` with ``i * S - P + k * DL == o`` (its
+    gather form: the taps of a stride's other phases read nothing)."""
+    if TRANSPOSED:
+        t = o + P - k * DL
+        i = t // S
+        ok = (t >= 0) & (i * S == t) & (i < SIZE)
+    else:
+        i = o * S - P + k * DL
+        ok = (i >= 0) & (i < SIZE)
+    return i, ok
+
+
+@triton.jit
 def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: tl.constexpr, C: tl.constexpr,
                          OD: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr, K_OUT: tl.constexpr,
                          SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
                          PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, KD: tl.constexpr,
                          KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_D: tl.constexpr,
-                         FLAT_K: tl.constexpr,
+                         FLAT_K: tl.constexpr, CG: tl.constexpr, KG: tl.constexpr, TRANSPOSED: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                          PRECISION: tl.constexpr):
-    """y[m, k] = sum over taps and channels of x[n, id, ih, iw, c] * w[kd, kh, kw, c, k], x and y channels-last
-    (NDHWC; a 2-D convolution has D = KD = 1, a 1-D one H = KH = 1 too). FLAT_D: a depth of one and no depth
-    padding, compiled without the depth's arithmetic; FLAT_K: (tap, channel) pairs gathered one by one."""
+    """y[m, g * KG + j] = sum over taps and the group's CG channels c of x[n, id, ih, iw, g * CG + c] *
+    w[g, kd, kh, kw, c, j], x and y channels-last (NDHWC; a 2-D convolution has D = KD = 1, a 1-D one H = KH = 1
+    too); the group g is the grid's second axis. TRANSPOSED: the transposed convolution in gather form
+    (``_evoforge_conv_at``). FLAT_D: a depth of one in and out, compiled without the depth's arithmetic; FLAT_K:
+    (tap, channel) pairs gathered one by one."""
     pid = tl.program_id(0)
+    g = tl.program_id(1)
     grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(K_OUT, BLOCK_N)
+    grid_n = tl.cdiv(KG, BLOCK_N)
     width = GROUP_M * grid_n
     first_m = (pid // width) * GROUP_M
     size_m = min(grid_m - first_m, GROUP_M)
@@ -73,86 +99,102 @@ def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: 
     oh = (offs_m // OW) % OH
     if FLAT_D:
         n = offs_m // (OW * OH)
-        id0 = 0
+        od = 0
     else:
         n = offs_m // (OW * OH * OD)
-        id0 = ((offs_m // (OW * OH)) % OD) * SD - PD
-    ih0 = oh * SH - PH
-    iw0 = ow * SW - PW
+        od = (offs_m // (OW * OH)) % OD
     in_m = offs_m < M
-    in_n = offs_n < K_OUT
+    in_n = offs_n < KG
+    x += g * CG  # the group's first channel
+    w += g * (KD * KH * KW * CG * KG)  # the group's weights: [KD, KH, KW, CG, KG]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:
-        KTOT: tl.constexpr = KD * KH * KW * C
+        KTOT: tl.constexpr = KD * KH * KW * CG
         for k0 in range(0, KTOT, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            c = offs_k % C
-            tap = offs_k // C
-            ih = ih0[:, None] + ((tap // KW) % KH)[None, :] * DH
-            iw = iw0[:, None] + (tap % KW)[None, :] * DW
-            ok = in_m[:, None] & (offs_k < KTOT)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            c = offs_k % CG
+            tap = offs_k // CG
+            ih, ok_h = _evoforge_conv_at(oh[:, None], ((tap // KW) % KH)[None, :], SH, PH, DH, H, TRANSPOSED)
+            iw, ok_w = _evoforge_conv_at(ow[:, None], (tap % KW)[None, :], SW, PW, DW, W, TRANSPOSED)
+            ok = in_m[:, None] & (offs_k < KTOT)[None, :] & ok_h & ok_w
             if FLAT_D:
                 at = (n[:, None] * H + ih) * W + iw
             else:
-                i_d = id0[:, None] + (tap // (KH * KW))[None, :] * DD
-                ok = ok & (i_d >= 0) & (i_d < D)
+                i_d, ok_d = _evoforge_conv_at(od[:, None], (tap // (KH * KW))[None, :], SD, PD, DD, D, TRANSPOSED)
+                ok = ok & ok_d
                 at = ((n[:, None] * D + i_d) * H + ih) * W + iw
             a = tl.load(x + at * C + c[None, :], mask=ok, other=0.0)
-            b = tl.load(w + offs_k[:, None] * K_OUT + offs_n[None, :], mask=(offs_k < KTOT)[:, None] & in_n[None, :],
+            b = tl.load(w + offs_k[:, None] * KG + offs_n[None, :], mask=(offs_k < KTOT)[:, None] & in_n[None, :],
                         other=0.0)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     else:
-        CB: tl.constexpr = (C + BLOCK_K - 1) // BLOCK_K
+        CB: tl.constexpr = (CG + BLOCK_K - 1) // BLOCK_K
         for kk in range(0, KD * KH * KW * CB):
             tap = kk // CB
-            ih = ih0 + ((tap // KW) % KH) * DH
-            iw = iw0 + (tap % KW) * DW
+            ih, ok_h = _evoforge_conv_at(oh, (tap // KW) % KH, SH, PH, DH, H, TRANSPOSED)
+            iw, ok_w = _evoforge_conv_at(ow, tap % KW, SW, PW, DW, W, TRANSPOSED)
             offs_k = (kk % CB) * BLOCK_K + tl.arange(0, BLOCK_K)
-            ok_m = in_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            ok_m = in_m & ok_h & ok_w
             if FLAT_D:
                 rows = ((n * H + ih) * W + iw) * C
             else:
-                i_d = id0 + (tap // (KH * KW)) * DD
-                ok_m = ok_m & (i_d >= 0) & (i_d < D)
+                i_d, ok_d = _evoforge_conv_at(od, tap // (KH * KW), SD, PD, DD, D, TRANSPOSED)
+                ok_m = ok_m & ok_d
                 rows = (((n * D + i_d) * H + ih) * W + iw) * C
-            if C % BLOCK_K == 0:  # whole channel blocks: no mask along K, so the loads vectorise
+            if CG % BLOCK_K == 0:  # whole channel blocks: no mask along K, so the loads vectorise
                 a = tl.load(x + rows[:, None] + offs_k[None, :], mask=ok_m[:, None], other=0.0)
-                b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :], mask=in_n[None, :], other=0.0)
+                b = tl.load(w + (tap * CG + offs_k)[:, None] * KG + offs_n[None, :], mask=in_n[None, :], other=0.0)
             else:
-                a = tl.load(x + rows[:, None] + offs_k[None, :], mask=ok_m[:, None] & (offs_k < C)[None, :], other=0.0)
-                b = tl.load(w + (tap * C + offs_k)[:, None] * K_OUT + offs_n[None, :],
-                            mask=(offs_k < C)[:, None] & in_n[None, :], other=0.0)
+                a = tl.load(x + rows[:, None] + offs_k[None, :], mask=ok_m[:, None] & (offs_k < CG)[None, :],
+                            other=0.0)
+                b = tl.load(w + (tap * CG + offs_k)[:, None] * KG + offs_n[None, :],
+                            mask=(offs_k < CG)[:, None] & in_n[None, :], other=0.0)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     if HAS_BIAS:
-        acc += tl.load(bias + offs_n, mask=in_n, other=0.0)[None, :]
-    tl.store(y + offs_m[:, None] * K_OUT + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
+        acc += tl.load(bias + g * KG + offs_n, mask=in_n, other=0.0)[None, :]
+    tl.store(y + offs_m[:, None] * K_OUT + g * KG + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
 
 
-def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix):
-    """torch.convolution(x, weight, bias, stride, padding, dilation) of one group (1-D, 2-D or 3-D), computed by
-    _evoforge_conv_ndhwc with the PARAMS under ``prefix`` (None: the shape-generic path's fixed config); the output
-    laid out as cuDNN lays it out (channels-last for channels-last input, else contiguous)."""
+def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix, transposed=False, output_padding=(0,),
+                   groups=1):
+    """torch.convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups) (1-D, 2-D
+    or 3-D), computed by _evoforge_conv_ndhwc with the PARAMS under ``prefix`` (None: the shape-generic path's fixed
+    config); the output laid out as cuDNN lays it out (channels-last for channels-last input, else contiguous)."""
     dims = x.dim() - 2
     lead = 3 - dims  # sizes of one put in front: every convolution is a 3-D one here
     x5 = x.reshape(x.shape[0], x.shape[1], *([1] * lead), *x.shape[2:]) if lead else x
     w5 = weight.reshape(*weight.shape[:2], *([1] * lead), *weight.shape[2:]) if lead else weight
-    stride, padding, dilation = ((fill,) * lead + tuple(v) for fill, v in ((1, stride), (0, padding), (1, dilation)))
+    output_padding = tuple(output_padding) * (dims if len(tuple(output_padding)) == 1 else 1)
+    stride, padding, dilation, output_padding = ((fill,) * lead + tuple(v) for fill, v in (
+        (1, stride), (0, padding), (1, dilation), (0, output_padding)))
     n, c, d, h, wd = x5.shape
-    k_out, _, kd, kh, kw = w5.shape
-    od, oh, ow = ((size + 2 * p - dl * (k - 1) - 1) // s + 1 for size, p, dl, k, s in
-                  zip((d, h, wd), padding, dilation, (kd, kh, kw), stride, strict=True))
+    cg = c // groups
+    _, _, kd, kh, kw = w5.shape
+    if transposed:  # weight [C, KG, ...]: each group's CG input channels to its KG outputs
+        kg = w5.shape[1]
+        wt = w5.reshape(groups, cg, kg, kd, kh, kw).permute(0, 3, 4, 5, 1, 2)
+        out = tuple((size - 1) * s - 2 * p + dl * (k - 1) + op + 1 for size, p, dl, k, s, op in
+                    zip((d, h, wd), padding, dilation, (kd, kh, kw), stride, output_padding, strict=True))
+    else:  # weight [K_out, CG, ...]
+        kg = w5.shape[0] // groups
+        wt = w5.reshape(groups, kg, cg, kd, kh, kw).permute(0, 3, 4, 5, 2, 1)
+        out = tuple((size + 2 * p - dl * (k - 1) - 1) // s + 1 for size, p, dl, k, s in
+                    zip((d, h, wd), padding, dilation, (kd, kh, kw), stride, strict=True))
+    od, oh, ow = out
+    k_out = kg * groups
     fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
     channels_last = fmt is not None and x.is_contiguous(memory_format=fmt) and not x.is_contiguous()
     xl = x5.permute(0, 2, 3, 4, 1).contiguous()  # NDHWC (no copy where x is channels-last already)
-    wt = w5.permute(2, 3, 4, 1, 0).contiguous()  # [KD, KH, KW, C, K_out]: a K row of the GEMM is one (tap, channel)
+    wt = wt.contiguous()  # [G, KD, KH, KW, CG, KG]: a K row of a group's GEMM is one (tap, channel)
     y = torch.empty((n, od, oh, ow, k_out), device=x.device, dtype=x.dtype)
     m = n * od * oh * ow
     names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "PRECISION")
     p = _EVOFORGE_CONV_ANY if prefix is None else {name: PARAMS[prefix + name] for name in names}
-    grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(k_out, p["BLOCK_N"]),)
+    grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(kg, p["BLOCK_N"]), groups)
     _evoforge_conv_ndhwc[grid](xl, wt, wt if bias is None else bias, y, m, d, h, wd, c, od, oh, ow, k_out, *stride,
                                *padding, *dilation, KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None,
-                               FLAT_D=d == 1 and kd == 1 and padding[0] == 0, FLAT_K=c < 16,
+                               FLAT_D=d == 1 and od == 1 and kd == 1 and padding[0] == 0, FLAT_K=cg < 16, CG=cg,
+                               KG=kg, TRANSPOSED=bool(transposed),
                                BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], GROUP_M=p["GROUP_M"],
                                PRECISION=p["PRECISION"], num_warps=p["num_warps"], num_stages=p["num_stages"])
     out = y.permute(0, 4, 1, 2, 3).reshape(n, k_out, *(od, oh, ow)[lead:])  # a view: NDHWC memory, NC... shape
@@ -173,9 +215,11 @@ _CONV_ARGS = ("bias", "stride", "padding", "dilation", "transposed", "output_pad
 _CONV_CALLS = ("torch.convolution", "torch.ops.aten.convolution.default")
 
 
-def _plain_conv(call: ast.Call) -> tuple[str, str, str, tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
-    """(x, weight, bias, stride, padding, dilation) of a convolution call the kernel computes (1-D, 2-D or 3-D, one
-    group, not transposed), in the keyword form of a main-shape path or the ATen op's positional one; else None."""
+def _plain_conv(call: ast.Call) -> tuple[str, ...] | None:
+    """The arguments of a convolution call the kernel computes, as source text (x, weight, bias, stride, padding,
+    dilation, transposed, output_padding, groups): 1-D, 2-D or 3-D, strided, padded, dilated, grouped or transposed,
+    every one of them a literal, in the keyword form of a main-shape path or the ATen op's positional one; else
+    None."""
     if ast.unparse(call.func) not in _CONV_CALLS or len(call.args) < 2 or len(call.args) > 2 + len(_CONV_ARGS):
         return None
     kw: dict[str, ast.expr | None] = dict(zip(_CONV_ARGS, call.args[2:], strict=False))
@@ -183,15 +227,17 @@ def _plain_conv(call: ast.Call) -> tuple[str, str, str, tuple[int, ...], tuple[i
     bias = kw.get("bias")
     stride, padding, dilation = _ints(kw.get("stride")), _ints(kw.get("padding")), _ints(kw.get("dilation"))
     output_padding, transposed, groups = _ints(kw.get("output_padding")), kw.get("transposed"), kw.get("groups")
-    plain = (stride and padding and dilation and output_padding and len({len(stride), len(padding), len(dilation),
-                                                                         len(output_padding)}) == 1
-             and not any(output_padding) and isinstance(transposed, ast.Constant) and transposed.value is False
-             and isinstance(groups, ast.Constant) and groups.value == 1)
-    if not plain:
+    literal = (stride and padding and dilation and output_padding
+               and len({len(stride), len(padding), len(dilation), len(output_padding)}) == 1
+               and isinstance(transposed, ast.Constant) and isinstance(transposed.value, bool)
+               and isinstance(groups, ast.Constant) and isinstance(groups.value, int) and groups.value >= 1
+               and not (any(output_padding) and transposed.value is False))
+    if not literal:
         return None
     none = bias is None or (isinstance(bias, ast.Constant) and bias.value is None)
     return (ast.unparse(call.args[0]), ast.unparse(call.args[1]), "None" if none else ast.unparse(bias),
-            stride, padding, dilation)  # type: ignore[return-value]
+            repr(stride), repr(padding), repr(dilation), repr(transposed.value), repr(output_padding),  # type: ignore[union-attr]
+            repr(groups.value))  # type: ignore[union-attr]
 
 
 def _literal_line(source: str, name: str) -> tuple[re.Match[str], dict[str, Any]] | None:
@@ -222,11 +268,11 @@ def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: b
     def rewrite(call: ast.Call, prefix: str | None) -> bool:
         if call.lineno != call.end_lineno:
             return False
-        x, w, bias, stride, padding, dilation = _plain_conv(call)  # type: ignore[misc]
+        x, w, bias, stride, padding, dilation, transposed, output_padding, groups = _plain_conv(call)  # type: ignore[misc]
         line = lines[call.lineno - 1]
         segment = line[call.col_offset:call.end_col_offset]
-        lines[call.lineno - 1] = line.replace(
-            segment, f"_evoforge_conv({x}, {w}, {bias}, {stride}, {padding}, {dilation}, {prefix!r})", 1)
+        lines[call.lineno - 1] = line.replace(segment, f"_evoforge_conv({x}, {w}, {bias}, {stride}, {padding}, "
+                                              f"{dilation}, {prefix!r}, {transposed}, {output_padding}, {groups})", 1)
         return True
 
     convs, unplain = convs_of(main)

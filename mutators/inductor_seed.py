@@ -630,11 +630,12 @@ def _rename_kernels(code: str, suffix: str) -> str:
     return code
 
 
-def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: bool, suffix: str = "") -> _Path:
+def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: bool, suffix: str = "",
+             library_ok: bool = False) -> _Path:
     """One capture's kernels and forward body; ``tuned``: launch values read from PARAMS, else written as
-    literals (Inductor's choice)."""
+    literals (Inductor's choice); ``library_ok``: a build of library calls alone (allowed ones) is a path too."""
     kernels, call = _kernels_and_call(_rename_kernels(capture.output_code, suffix) if suffix else capture.output_code)
-    if not kernels:
+    if not kernels and not library_ok:
         raise NoInductorSeed(f"Inductor made no Triton kernel for this task ({LIBRARY_ONLY})")
     for kernel in kernels.values():
         if kernel.grid_type == "FixedGrid" and kernel.kind == "template":
@@ -719,11 +720,13 @@ def _main_guard(main: InductorCapture, forward_args: list[str]) -> tuple[str, st
 
 
 def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = (),
-                      variant: str = "") -> str:
+                      variant: str = "", library_ok: bool = False) -> str:
     """The candidate module made of one capture (see ``_seed``); where the default build calls a vendor GEMM the
-    task does not allow, the build with its GEMMs in Inductor's Triton template (``capture.gemm``) instead."""
+    task does not allow, the build with its GEMMs in Inductor's Triton template (``capture.gemm``) instead.
+    ``library_ok``: a default build of allowed library calls alone (a task that is one convolution) is the module
+    as it is, for a rewrite that puts kernels of its own in their place (``mutators/conv_kernel.py``)."""
     try:
-        return _seed(capture, allow_ops=allow_ops, variant=variant)
+        return _seed(capture, allow_ops=allow_ops, variant=variant, library_ok=library_ok)
     except NoInductorSeed as e:
         if not capture.gemm or not any(m in str(e) for m in (VENDOR_CALL, LIBRARY_ONLY)):
             raise
@@ -741,7 +744,8 @@ def seed_from_capture(capture: InductorCapture, *, allow_ops: tuple[str, ...] | 
             raise NoInductorSeed(f"{e}; with its GEMMs in Inductor's Triton template: {again}") from None
 
 
-def _seed(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = (), variant: str = "") -> str:
+def _seed(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = (), variant: str = "",
+          library_ok: bool = False) -> str:
     """The candidate module made of one capture; ``NoInductorSeed`` with the reason where there is none.
 
     With a main-shape capture (``capture.main``) the module has two paths, as torch.compile keeps a build per
@@ -758,10 +762,10 @@ def _seed(capture: InductorCapture, *, allow_ops: tuple[str, ...] | list[str] = 
     main_path: _Path | None = None
     if main is not None and main.init_inputs is not None:
         try:
-            main_path = _convert(main, allow, tuned=True, suffix="_main")
+            main_path = _convert(main, allow, tuned=True, suffix="_main", library_ok=library_ok)
         except NoInductorSeed:
             main_path = None  # the generic path alone (its own reason, if any, is raised below)
-    generic = _convert(capture, allow, tuned=main_path is None)
+    generic = _convert(capture, allow, tuned=main_path is None, library_ok=library_ok)
     timed = main_path or generic
     paths = [p for p in (main_path, generic) if p is not None]
     kernels = {name: k for p in paths for name, k in p.kernels.items()}

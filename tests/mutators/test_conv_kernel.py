@@ -47,10 +47,11 @@ def test_the_main_shape_convolution_runs_in_the_seeds_own_kernel_and_passes_the_
 
 
 @pytest.mark.parametrize("wrong", [
-    ("(1, 1), (0, 0), (1, 1), 'conv0_')", "(1, 1), (1, 1), (1, 1), 'conv0_')"),  # another padding: the size moves
-    ("(1, 1), (0, 0), (1, 1), 'conv0_')", "(1, 1), (0, 0), (2, 2), 'conv0_')"),  # another dilation
+    ("(1, 1), (0, 0), (1, 1), 'conv0_',", "(1, 1), (1, 1), (1, 1), 'conv0_',"),  # another padding: the size moves
+    ("(1, 1), (0, 0), (1, 1), 'conv0_',", "(1, 1), (0, 0), (2, 2), 'conv0_',"),  # another dilation
+    ("'conv0_', False,", "'conv0_', True,"),  # transposed where it is not
     ("HAS_BIAS=bias is not None", "HAS_BIAS=False"),  # the bias dropped: every output off by a constant per channel
-    ("KTOT: tl.constexpr = KD * KH * KW * C", "KTOT: tl.constexpr = KD * KH * KW * C - 1"),  # the last tap's channel
+    ("KTOT: tl.constexpr = KD * KH * KW * CG", "KTOT: tl.constexpr = KD * KH * KW * CG - 1"),  # the last tap's channel
 ])
 def test_a_kernel_that_gets_the_convolution_wrong_fails_the_chain(conv_seed, conv_task, interpreter_evaluator, wrong):
     source = with_triton_conv(conv_seed, start_precision="ieee")
@@ -59,22 +60,27 @@ def test_a_kernel_that_gets_the_convolution_wrong_fails_the_chain(conv_seed, con
     assert not result.ok and result.status.value in ("incorrect", "runtime_error"), result.status
 
 
-def test_only_plain_2d_convolutions_are_rewritten(conv_seed):
-    """Grouped, transposed and output-padded convolutions are not the kernel's (a dilated one is)."""
+def test_grouped_transposed_and_output_padded_convolutions_are_rewritten_too(conv_seed):
+    """Every convolution whose arguments are literals is the kernel's (grouped, transposed, output-padded: a
+    transposed one in gather form); one whose arguments are not, or an output padding on a plain one (no such
+    convolution), is left alone."""
     call = "stride=(1, 1), padding=(0, 0), dilation=(1, 1), transposed=False, output_padding=(0, 0), groups=1"
     assert call in conv_seed
-    for plain, other in [("transposed=False", "transposed=True"),
-                         ("groups=1", "groups=2"), ("output_padding=(0, 0)", "output_padding=(1, 1)")]:
-        changed = conv_seed.replace(call, call.replace(plain, other))
-        assert changed != conv_seed
-        assert with_triton_conv(changed) is None, other
+    for other in [call.replace("transposed=False", "transposed=True"), call.replace("groups=1", "groups=2"),
+                  call.replace("transposed=False, output_padding=(0, 0)", "transposed=True, output_padding=(1, 1)")]:
+        rewritten = with_triton_conv(conv_seed.replace(call, other))
+        assert rewritten is not None and "_evoforge_conv(" in rewritten, other
+    transposed = with_triton_conv(conv_seed.replace(call, call.replace("transposed=False", "transposed=True")))
+    assert "'conv0_', True, (0, 0), 1)" in transposed
+    for other in [call.replace("groups=1", "groups=g"), call.replace("output_padding=(0, 0)", "output_padding=(1, 1)")]:
+        assert with_triton_conv(conv_seed.replace(call, other)) is None, other
     assert with_triton_conv(with_triton_conv(conv_seed)) is None  # once is all
 
 
-def test_the_kernel_computes_strided_padded_dilated_convolutions_of_1_2_and_3_dimensions_in_either_layout():
-    """The launcher at odd sizes, strides 2, padding, dilation 2, few channels (the flat gather) and more channels
-    than a K block holds (a masked last block), for contiguous and channels-last input: the convolution, laid out as
-    cuDNN lays it out."""
+def test_the_kernel_computes_strided_padded_dilated_grouped_and_transposed_convolutions_of_1_2_and_3_dimensions():
+    """The launcher at odd sizes, strides 2 and 3, padding, dilation 2, few channels (the flat gather) and more
+    channels than a K block holds (a masked last block), grouped and depthwise, transposed (output padding, groups,
+    dilation), for contiguous and channels-last input: the convolution, laid out as cuDNN lays it out."""
     import subprocess
     import sys
 
@@ -87,20 +93,30 @@ exec(KERNEL_SOURCE)
 torch.manual_seed(0)
 conv = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d, 3: torch.nn.functional.conv3d}
 last = {2: torch.channels_last, 3: torch.channels_last_3d}
-for dims, c, s, p, d, bias in [(2, 3, 2, 1, 1, True), (2, 20, 1, 1, 2, False), (2, 17, 2, 0, 1, True),
-                               (2, 5, 1, 2, 2, True), (1, 4, 2, 1, 2, True), (1, 18, 1, 0, 1, False),
-                               (3, 3, 2, 1, 1, True), (3, 17, 1, 1, 2, False)]:
-    x, w = torch.randn(2, c, *[9, 7, 8][:dims]), torch.randn(5, c, *[3, 2, 3][:dims])
-    b = torch.randn(5) if bias else None
-    ref = conv[dims](x.double(), w.double(), None if b is None else b.double(), stride=s, padding=p, dilation=d)
+convt = {1: torch.nn.functional.conv_transpose1d, 2: torch.nn.functional.conv_transpose2d,
+         3: torch.nn.functional.conv_transpose3d}
+cases = [(dims, c, 5, 1, False, s, p, d, 0, bias) for dims, c, s, p, d, bias in [
+    (2, 3, 2, 1, 1, True), (2, 20, 1, 1, 2, False), (2, 17, 2, 0, 1, True), (2, 5, 1, 2, 2, True), (1, 4, 2, 1, 2, True),
+    (1, 18, 1, 0, 1, False), (3, 3, 2, 1, 1, True), (3, 17, 1, 1, 2, False)]] + [
+    # dims, in channels, out channels, groups, transposed, stride, padding, dilation, output padding, bias
+    (2, 6, 4, 2, False, 1, 1, 1, 0, True), (2, 8, 8, 8, False, 2, 1, 1, 0, True),  # grouped; depthwise
+    (2, 20, 40, 4, False, 1, 0, 2, 0, False), (1, 6, 9, 3, False, 2, 1, 1, 0, True),
+    (2, 3, 5, 1, True, 2, 1, 1, 1, True), (2, 18, 5, 1, True, 1, 0, 1, 0, False),  # transposed
+    (2, 4, 6, 2, True, 2, 0, 2, 1, True), (1, 5, 3, 1, True, 3, 2, 1, 2, True), (3, 4, 4, 4, True, 2, 1, 1, 0, True)]
+for dims, c, k, g, tr, s, p, d, op, bias in cases:
+    x = torch.randn(2, c, *[9, 7, 8][:dims] if not tr else [5, 7, 6][:dims])
+    w = torch.randn(c, k // g, *[3, 2, 3][:dims]) if tr else torch.randn(k, c // g, *[3, 2, 3][:dims])
+    b = torch.randn(k) if bias else None
+    kw = dict(stride=s, padding=p, dilation=d, groups=g, **({"output_padding": op} if tr else {}))
+    ref = (convt if tr else conv)[dims](x.double(), w.double(), None if b is None else b.double(), **kw)
     for layout in (torch.contiguous_format, last.get(dims)):
         if layout is None:
             continue
         xi = x.contiguous(memory_format=layout)
-        got = _evoforge_conv(xi, w, b, (s,) * dims, (p,) * dims, (d,) * dims, "c_")
-        cudnn_like = conv[dims](xi, w, b, stride=s, padding=p, dilation=d)
+        got = _evoforge_conv(xi, w, b, (s,) * dims, (p,) * dims, (d,) * dims, "c_", tr, (op,) * dims, g)
+        cudnn_like = (convt if tr else conv)[dims](xi, w, b, **kw)
         assert got.shape == ref.shape and got.stride() == cudnn_like.stride(), (dims, got.stride(), cudnn_like.stride())
-        assert (got.double() - ref).abs().max() < 1e-4, (dims, c, s, p, d, layout)
+        assert (got.double() - ref).abs().max() < 1e-4, (dims, c, k, g, tr, s, p, d, op, layout)
 print("ok")
 '''
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
@@ -163,3 +179,42 @@ def test_a_strict_convolution_task_without_another_start_starts_from_the_kernel(
     assert seed.meta["compute_rule"] == "strict" and "_evoforge_conv(" in seed.source
     assert "convolution(" not in seed.source[seed.source.index("class ModelNew"):]
     assert TRITON_CONV not in {v.meta["inductor_config"] for v in starts.variant_starts[task.name]}
+
+
+L1_75 = FIXTURES / "inductor" / "level1_75_conv_transposed_2D_grouped.main.cpu.json"
+L1_75_SIZES = {"batch_size": 2, "in_channels": 8, "out_channels": 12, "height": 6, "width": 7}
+
+
+def test_a_task_that_is_one_transposed_grouped_convolution_gets_the_kernel_as_its_first_start(tmp_path,
+                                                                                             interpreter_evaluator):
+    """L1/75 (ConvTranspose2d: stride (2, 3), padding (1, 2), dilation (2, 1), four groups): torch.compile runs it as
+    one cuDNN call and writes no kernel, so the kernel build had nothing to rewrite and its one start was the strict
+    build's window gather (every window written to memory, each transposed convolution one plain one per output
+    phase). The capture's build with cuDNN's call, every convolution in the kernel, is now the first start after the
+    seed: no vendor call on either path, and it passes the chain. Adversarial: the same kernel reading a tap of
+    another stride phase, or every group's first channels, fails."""
+    from evoforge.config import CampaignConfig, TaskConfig
+    from evoforge.task import Task
+    from evoforge.task_start import TaskStarts
+
+    task = Task.load("L1/75", overrides=L1_75_SIZES)
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / f"{task.name.replace('/', '_')}.inductor.json").write_text(L1_75.read_text())
+    starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec="L1/75")]), backend=None, run_dir=tmp_path,
+                        generate=False)
+    seed = starts._inductor_seed(task)
+    assert seed.meta["compute_rule"] == "strict" and "_evoforge_conv(" not in seed.source  # the window gather
+    first = starts.variant_starts[task.name][0]
+    assert first.meta["inductor_config"] == TRITON_CONV and first.meta["compute_rule"] == "strict"
+    source = first.source
+    assert "convolution(" not in source[source.index("class ModelNew"):]
+    assert "True, (0, 0), 4)" in source  # transposed, four groups
+    result = _judge(interpreter_evaluator, task, source)
+    assert result.ok, result.message
+    assert all("_evoforge_conv_ndhwc" in kernels for kernels in result.details["kernels"].values()), result.details
+    for right, wrong in [("ok = (t >= 0) & (i * S == t) & (i < SIZE)", "ok = (t >= 0) & (i < SIZE)"),
+                         ("x += g * CG  #", "x += 0 * CG  #")]:
+        assert right in source
+        result = _judge(interpreter_evaluator, task, source.replace(right, wrong))
+        assert result.status.value == "incorrect", (wrong, result.status, result.message)
