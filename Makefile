@@ -24,7 +24,7 @@ endif
 setup: $(VENV)/.installed
 
 # System packages the tests use: Chromium (dashboard test), PostgreSQL (cluster storage test) and bubblewrap
-# (candidates' processes run contained where it is installed: backends/containment.py).
+# (candidates' processes run contained where it is installed: judge/containment.py).
 # Installed when running as root and missing; elsewhere those tests say what is missing and skip.
 sysdeps:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

@@ -18,6 +18,24 @@ from evoforge.core import device_turn_holder
 DEVICE_LOCK_DIR = "/tmp/evoforge-device-locks"
 
 
+def versions() -> dict[str, str]:
+    """The versions every result records: Python, torch, Triton where installed, CUDA where torch was built with it."""
+    import platform
+
+    import torch
+
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except ImportError:
+        pass
+    if torch.version.cuda:
+        out["cuda"] = torch.version.cuda
+    return out
+
+
 @dataclass(frozen=True)
 class Timing:
     """Times of one function, in milliseconds. ``representative`` is False where times say nothing about a GPU."""
@@ -133,7 +151,7 @@ def device_turn(key: str | None, lock_dir: str = DEVICE_LOCK_DIR) -> Iterator[di
 class BlockTimer(Protocol):
     """One function timed in blocks: ``block(reps)`` runs ``reps`` untimed calls (the device settles on this
     function alone), then ``reps`` timed ones, and returns their times in ms. The chain times the reference with
-    a local one and the candidate through its process (backends/chain.py)."""
+    a local one and the candidate through its process (judge/chain.py)."""
 
     representative: bool
 

@@ -19,7 +19,7 @@ A CuTe candidate is a Python module, so it fits the same chain and the same Optu
 No torch C++ headers and no torch extension build are involved, so a candidate compiles on a machine without
 a GPU (``compile_only``) and one built elsewhere can be carried to a GPU machine without nvcc
 (``EVOFORGE_CUTE_PREBUILT``). Every call through a loaded library counts as one kernel launch for the
-anti-cheat (``guards.counted_launch``).
+anti-cheat (``backends/launches.counted_launch``, which the judge's launch counters hear).
 
 Environment: ``EVOFORGE_CUTE_CACHE`` (compiled libraries; default ``~/.cache/evoforge/cute`` of the real user,
 also inside the sandbox whose HOME is a temporary folder), ``EVOFORGE_CUTE_PREBUILT`` (a folder of
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError
+from evoforge.core import Candidate, UsageError
 
 USER_FILE = "CUDA_SRC.cu"  # the name nvcc reports for the candidate's own source: "CUDA_SRC.cu(12): error: ..."
 DEFAULT_ARCH = "sm_90a"
@@ -103,7 +103,7 @@ def cutlass_include_dir() -> Path:
                              "include folder")
 
 
-def _cutlass_version() -> str:
+def cutlass_version() -> str:
     try:
         from importlib.metadata import version
 
@@ -222,7 +222,7 @@ def source_key(src: str, *, arch: str, defines: dict[str, str], opt: str = "-O3"
 
 def _cache_key(skey: str) -> str:
     """The local cache adds what else changes a build: the compiler and the headers."""
-    payload = f"{skey}\0{nvcc_version()}\0{_cutlass_version()}\0{cutlass_include_dir()}"
+    payload = f"{skey}\0{nvcc_version()}\0{cutlass_version()}\0{cutlass_include_dir()}"
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 
@@ -450,7 +450,7 @@ def build(src: str, *, arch: str | None = DEFAULT_ARCH, defines: dict[str, Any] 
                                    raw_log=log, command=command)
         (work / "build.json").write_text(json.dumps({"source_key": skey, "arch": arch, "defines": macros,
                                                      "opt": opt, "nvcc": nvcc_version(),
-                                                     "cutlass": _cutlass_version(), "command": command}))
+                                                     "cutlass": cutlass_version(), "command": command}))
         os.replace(work / "lib.so", target)  # atomic: a concurrent worker sees no half-written library
         os.replace(work / "build.json", cache / f"{key}.json")
         (cache / f"{key}.cu").write_text(src)
@@ -555,7 +555,7 @@ class CuteFunction:
         return value
 
     def __call__(self, *args: Any) -> Any:
-        from evoforge.backends.guards import counted_launch
+        from evoforge.backends.launches import counted_launch
 
         sig = self.signature
         if len(args) != len(sig.argtypes):
@@ -694,37 +694,3 @@ def build_candidate(candidate: Candidate, arch: str | None = "nvidia-sm90", *, o
         return build(src, arch=nvcc_arch(arch), defines=candidate.params, opt=opt, timeout_s=timeout_s)
     except CuteCompileError as e:
         raise CuteCompileError(_located(str(e), candidate.source), raw_log=e.raw_log, command=e.command) from e
-
-
-def compile_only(candidate: Candidate, arch: str | None = "nvidia-sm90", *, opt: str = "-O3",
-                 timeout_s: float = 600.0) -> EvalResult:
-    """Compile a CuTe candidate without running it: ``ok`` ("compiled only; not run") or ``compile_error``.
-
-    Runs no candidate code: CUDA_SRC is read from the module's source, the tunables from ``candidate.params``.
-    Toolchain problems (no nvcc, no headers) raise ``CuteToolchainError``: they are not the candidate's fault.
-    """
-    from evoforge.backends.chain import versions
-    from evoforge.backends.static import static_check
-
-    started = time.perf_counter()
-    arch = arch or "nvidia-sm90"
-    target = nvcc_arch(arch)
-    base: dict[str, Any] = {"backend": "compile-only", "arch": arch, "versions": versions()}
-    failure = static_check(candidate.source, language="cute")
-    if failure is not None:
-        return EvalResult.from_dict({**failure.to_dict(), **base, "eval_s": time.perf_counter() - started})
-    try:
-        info = build_candidate(candidate, arch, opt=opt, timeout_s=timeout_s)
-    except CuteCompileError as e:
-        return EvalResult.failure(EvalStatus.COMPILE_ERROR, str(e), **base, eval_s=time.perf_counter() - started,
-                                  details={"stage": "compile", "nvcc_arch": target,
-                                           "raw_log_chars": len(e.raw_log)})
-    first_line = cuda_source_of(candidate.source)[1]
-    base["versions"] = {**base["versions"], "nvcc": nvcc_version() if not info.prebuilt else "prebuilt",
-                        "cutlass": _cutlass_version()}
-    how = "prebuilt" if info.prebuilt else "cached" if info.cached else f"{info.seconds:.1f} s"
-    return EvalResult(status=EvalStatus.OK, message=f"compiled only; not run (nvcc {target}, {how})",
-                      compile_s=info.seconds, cached=info.cached, timing_representative=False,
-                      eval_s=time.perf_counter() - started,
-                      details={"stage": "compile", "nvcc_arch": target, "library": str(info.path),
-                               "source_key": info.source_key, "cuda_src_line": first_line}, **base)

@@ -182,9 +182,9 @@ class Evaluator:
 
     def __init__(self, *, backend: str = "auto", arch: str | None = None, correctness_runs: int = 3,
                  timing: bool = True, timeout_s: float = 120.0, knowledge: bool = True, seed: int = 42) -> None:
-        from evoforge.backends.evaluator import Evaluator as SandboxedEvaluator
-        from evoforge.backends.options import ChainOptions
         from evoforge.backends.registry import available_backend
+        from evoforge.judge.evaluator import Evaluator as SandboxedEvaluator
+        from evoforge.judge.options import ChainOptions
 
         if correctness_runs < 1:
             raise UsageError("correctness_runs must be at least 1")
@@ -212,7 +212,7 @@ class Evaluator:
         return self._evaluate(the_task, _kernel(kernel, the_task, params, language), _kernel_file(kernel))
 
     def _evaluate(self, task: Task, candidate: Candidate, file: str | None) -> KernelResult:
-        from evoforge.backends.task_inputs import check_task_inputs, size_warning
+        from evoforge.judge.task_inputs import check_task_inputs, size_warning
 
         warning = size_warning(task, check_task_inputs(task), host=self.backend.device_count() == 0,
                                backend=self.backend.name)

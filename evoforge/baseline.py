@@ -35,7 +35,7 @@ class BaselineAndFinalists:
         return setting == "on" or (setting == "auto" and self.backend.device_count() > 0)
 
     def _send_baseline(self, state: TaskState) -> None:
-        from evoforge.backends.evaluator import baseline_candidate
+        from evoforge.judge.evaluator import baseline_candidate
 
         options = {**self._options.to_dict(), "baseline": "compile"}
         worker = self.pool.submit((BASELINE_JOB, state.task.name), state.task, baseline_candidate(state.task), options)
@@ -87,7 +87,7 @@ class BaselineAndFinalists:
         for name, candidate in confirm.next_retimings(open_, self.pool.free(), self.out_of_time()):
             state = self.tasks[name]
             if candidate is None:
-                from evoforge.backends.evaluator import baseline_candidate
+                from evoforge.judge.evaluator import baseline_candidate
 
                 worker = self.pool.submit((BASELINE_JOB, name, "retime"), state.task, baseline_candidate(state.task),
                                           {**self._options.to_dict(), "baseline": "compile"})

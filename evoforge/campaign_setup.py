@@ -85,8 +85,8 @@ class CampaignSetup:
         """Everything that can fail on what the user gave (config, strategy, backend, operators, tasks and their
         shapes, the record's studies), checked before anything is written that would make a corrected retry
         look like a second campaign: ``config.json`` is written by ``start_pool``, once the evaluators start."""
-        from evoforge.backends.options import ChainOptions
         from evoforge.backends.registry import available_backend
+        from evoforge.judge.options import ChainOptions
 
         cfg = self.config
         if not self.resume and (self.run_dir / "config.json").exists():
@@ -230,14 +230,14 @@ class CampaignSetup:
                  f"while before the first result; recording in {self.run_dir}")
         # This process holds the LLM key: undumpable (no same-user process reads its /proc/<pid>/environ or memory;
         # candidates, even run by root, hold no CAP_SYS_PTRACE), and Ray's daemons and workers start without it.
-        from evoforge.backends.containment import protect_secrets
+        from evoforge.judge.containment import protect_secrets
 
         key_names = (cfg.llm.api_key_env,) if cfg.llm.api_key_env else ()
         protect_secrets(extra=key_names)
         init_ray(cfg.ray_address, num_cpus=None if cfg.ray_address else max(actors, 2), secret_names=key_names)
         # The knowledge base's hard rules were checked here, before the pool (precheck): not again in the actors.
         # The run directory (the record, the cache, the LLM's cache) is out of the candidates' sight where they
-        # run contained (backends/containment.py).
+        # run contained (judge/containment.py).
         evaluator_kwargs = {"backend": self.backend.name, "arch": cfg.arch, "options": self._options.to_dict(),
                             "timeout_s": cfg.timeout_s, "knowledge": False,
                             "hide_paths": [str(self.run_dir.resolve())]}

@@ -38,9 +38,9 @@ def _set_flags(values: list[str] | None, flag: str = "--set") -> dict[str, Any]:
 def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_s: float, knowledge: bool,
                    timing: bool = True, seed: int = 42) -> Any:
     """The evaluator ``--backend`` names, or one line saying why that backend cannot run here."""
-    from evoforge.backends.evaluator import Evaluator
-    from evoforge.backends.options import ChainOptions
     from evoforge.backends.registry import available_backend
+    from evoforge.judge.evaluator import Evaluator
+    from evoforge.judge.options import ChainOptions
 
     backend = available_backend(backend_name, arch=arch)
     return Evaluator(backend=backend.name, arch=backend.arch, timeout_s=timeout_s, knowledge=knowledge,
@@ -49,7 +49,7 @@ def make_evaluator(*, backend_name: str, arch: str | None, trials: int, timeout_
 
 def warn_about_inputs(task: Task, backend: Any) -> None:
     """Shapes the task cannot draw inputs at are a UsageError; inputs too big for the backend, a warning."""
-    from evoforge.backends.task_inputs import check_task_inputs, size_warning
+    from evoforge.judge.task_inputs import check_task_inputs, size_warning
 
     size = check_task_inputs(task)
     warning = size_warning(task, size, host=backend.device_count() == 0, backend=backend.name)
@@ -72,7 +72,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if candidate.language != "cute":
             raise UsageError(f"--compile-only: {args.candidate} is a Triton kernel; --compile-only is for "
                              "--language cute (a Triton kernel compiles when it first runs)")
-        from evoforge.backends.cute import compile_only
+        from evoforge.judge.static import compile_only
 
         return _report(task, compile_only(candidate, args.arch or "nvidia-sm90"), args.json)
     from evoforge.backends.registry import available_backend

@@ -13,9 +13,9 @@ from dataclasses import replace
 from typing import Any
 
 from evoforge import stopping
-from evoforge.backends.precheck import precheck
 from evoforge.children import NoChild
 from evoforge.core import Candidate, EvalResult, EvalStatus, json_safe
+from evoforge.judge.precheck import precheck
 from evoforge.mutators.names import PARAMS
 from evoforge.search.base import REPEAT, Proposal
 from evoforge.task_state import TaskState

@@ -273,7 +273,7 @@ class Task:
     overrides: dict[str, Any] = field(default_factory=dict)
     shapes: tuple[dict[str, Any], ...] = ()
     allow_ops: tuple[str, ...] = ()
-    # What the candidate's process may do beyond launching kernels (backends/runner.py CAPABILITIES: threads,
+    # What the candidate's process may do beyond launching kernels (judge/runner.py CAPABILITIES: threads,
     # processes, native, compile, introspection) and what the judge admits (fewer_flops: faster than the
     # reference's FLOPs at peak, an algebraic rewrite). From EVOFORGE_ALLOW in the task file or the config.
     allow: tuple[str, ...] = ()

@@ -179,7 +179,7 @@ class TaskStarts:
     def _check_inputs(self, task: Task) -> None:
         """Shapes the task cannot draw inputs at are the user's mistake (one line, now); inputs far too big for
         the backend get a warning before minutes pass with nothing recorded."""
-        from evoforge.backends.task_inputs import check_task_inputs, size_warning
+        from evoforge.judge.task_inputs import check_task_inputs, size_warning
 
         size = check_task_inputs(task)
         self.input_shapes[task.name] = size.shapes if size is not None else ()

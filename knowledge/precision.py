@@ -26,7 +26,7 @@ _ALIASES = {
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "float8": 1}
 
 #: Precisions whose error on fp32 inputs stays within a strict fp32 tolerance: the ones the verification chain
-#: admits on an fp32 task (``backends/compare.py`` measures against float64 with a 3-pass split's 16 significant
+#: admits on an fp32 task (``judge/compare.py`` measures against float64 with a 3-pass split's 16 significant
 #: bits as its yardstick, so bf16x3 passes; tests/search/test_incorrect_configs.py holds the two to agreeing).
 _STRICT_FP32 = ("ieee", "tf32x3", "bf16x3", "bf16x6")
 

@@ -48,7 +48,7 @@ _DROPPED_CALLS = {"assert_size_stride", "assert_alignment", "get_raw_stream", "t
                   "torch.xpu.set_device"}
 #: Ops of Inductor's code that draw the seed its kernels' random numbers start from (dropout's
 #: ``aten.randint.low_out`` into a one-element buffer): no compute, and allowed under every rule, as the chain's
-#: guard allows them (``backends/guards.py`` SAFE_OPS).
+#: guard allows them (``judge/guards.py`` SAFE_OPS).
 _SEED_DRAWS = frozenset({"randint"})
 _ALLOCATORS = re.compile(r"^empty_strided(_cpu|_cuda|_xpu)?$")
 _GRIDS = ("Grid1D", "Grid2D", "Grid3D", "Grid2DWithYZOverflow")

@@ -1,6 +1,6 @@
 """The evaluation pool: one Ray actor per device, results consumed as they finish.
 
-Each actor owns a sandboxed evaluation process (backends/sandbox.py), so a hung or crashed candidate costs
+Each actor owns a sandboxed evaluation process (judge/sandbox.py), so a hung or crashed candidate costs
 only that process. An actor that dies itself (killed from outside, out of memory) is replaced and its
 candidate recorded as ``crashed``; one that does not answer well past the timeout is killed and replaced.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 import ray
 from evoforge.backends.base import Backend
-from evoforge.backends.options import ChainOptions
-from evoforge.backends.sandbox import TURN_WAIT_FACTOR
+from evoforge.judge.options import ChainOptions
+from evoforge.judge.sandbox import TURN_WAIT_FACTOR
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, last_error_line
 from evoforge.task import Task
@@ -74,7 +74,7 @@ def init_ray(address: str = "", *, num_cpus: int | None = None, secret_names: tu
     level = worker_log.level
     if threading.current_thread() is not threading.main_thread():
         worker_log.setLevel(logging.ERROR)
-    from evoforge.backends.containment import without_secrets
+    from evoforge.judge.containment import without_secrets
 
     try:
         with without_secrets(extra=secret_names):
@@ -126,7 +126,7 @@ class EvalActor:
     """Evaluates one candidate at a time on the device Ray gave it."""
 
     def __init__(self, evaluator_kwargs: dict[str, Any]) -> None:
-        from evoforge.backends.evaluator import Evaluator
+        from evoforge.judge.evaluator import Evaluator
 
         kwargs = dict(evaluator_kwargs)
         kwargs["options"] = ChainOptions.from_dict(kwargs.get("options", {}))

@@ -83,8 +83,8 @@ def relu_task():
 def interpreter_evaluator():
     """One sandboxed evaluation process reused across tests, as a campaign reuses it. Built from the backend's
     name alone: the interpreter brings its own environment (TRITON_INTERPRET=1) and memory limit."""
-    from evoforge.backends.chain import ChainOptions
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
 
     # 60 s: an honest kernel on the interpreter finishes well within it even on a loaded 2-core machine (it took
     # over 10 s there); the hang test gives its own, shorter limit.

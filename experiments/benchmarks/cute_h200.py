@@ -125,7 +125,7 @@ def environment() -> list[str]:
     except Exception as e:
         lines.append(f"- nvcc: ABSENT ({e})")
     try:
-        lines.append(f"- cute headers: {cute.cutlass_include_dir()} (nvidia-cutlass {cute._cutlass_version()})")
+        lines.append(f"- cute headers: {cute.cutlass_include_dir()} (nvidia-cutlass {cute.cutlass_version()})")
     except Exception as e:
         lines.append(f"- cute headers: ABSENT ({e})")
     lines.append(f"- build cache: {cute.default_cache_dir()}")
@@ -287,8 +287,8 @@ def chain_phase(best: dict[str, dict[str, Any]], built: dict[tuple[str, str], An
     """The real verification chain (sandboxed, correctness at an odd shape too, anti-cheat, timing)."""
     import json
 
-    from evoforge.backends.chain import ChainOptions
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
 
     from evoforge.core import Candidate
     from evoforge.task import Task

@@ -2,7 +2,7 @@
 
 A landscape is what `evoforge search-bench` replays on a CPU (backends/replay.py): for every config of the
 space, the median time of the whole forward (triton.testing.do_bench, L2 flushed) and a status: ``ok``,
-``incorrect`` (it ran, and the verification chain's comparator, backends/compare.py, rejects its output:
+``incorrect`` (it ran, and the verification chain's comparator, judge/compare.py, rejects its output:
 dtype-aware allclose, else the float64 criterion with the chain's yardstick: the reference's own distance from
 float64 or, for fp32, that of inputs rounded to a 3-pass split's 16 bits), or the exception's
 class name (``OutOfResources``, ``CompilationError``...). An incorrect config is timed too, and every row that ran
@@ -352,7 +352,7 @@ def _to_double(inputs: list[Any]) -> list[Any]:
 
 def float64_references(inputs, round_significand: Callable[[Any], Any], model=None) -> tuple[Any, Any]:
     """The float64 result, and the chain's yardstick for an fp32 output: the float64 result on inputs rounded to
-    the 16 significant bits a 3-pass split keeps (backends/chain.py passes both to compare_outputs, and computes
+    the 16 significant bits a 3-pass split keeps (judge/chain.py passes both to compare_outputs, and computes
     them as here: a float64 copy of the reference Model on float64 inputs). ``model``: the reference (matmul's
     by default)."""
     import copy
@@ -472,7 +472,7 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
 
     spec = SPECS[name]
     device = "cpu" if smoke else "cuda"
-    comparator = load_module(REPO / "backends" / "compare.py", "evoforge_compare")
+    comparator = load_module(REPO / "judge" / "compare.py", "evoforge_compare")
     compare = comparator.compare_outputs
     module = load_module(TEMPLATES / f"{spec.template}.py", f"landscape_{spec.template}")
     module.PARAMS.update(spec.fixed)
@@ -545,7 +545,7 @@ def write(path: Path, spec: Spec, *, smoke: bool, shape: dict[str, int], baselin
                      "timing": "wall clock of one call (interpreter)" if smoke else
                      f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}, return_mode='median'), L2 flushed",
                      "timing_representative": not smoke,
-                     "correctness": "backends/compare.py compare_outputs, as the verification chain calls it: "
+                     "correctness": "judge/compare.py compare_outputs, as the verification chain calls it: "
                                     f"allclose with the dtype's tolerance against {PROBLEMS[spec.problem].reference}, else within the "
                                     "float64 criterion (rms at most 2x, max at most 8x the larger of the "
                                     "reference's own distance and a 16-bit-input split's)",

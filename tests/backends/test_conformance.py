@@ -116,8 +116,8 @@ def test_an_evaluator_built_from_its_name_alone_judges_a_kernel(backend: Backend
     _runs_here(backend)
     if backend.name in RECORDED:
         pytest.skip(f"{backend.name} runs nothing through the chain")
-    from evoforge.backends.chain import ChainOptions
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
 
     evaluator = Evaluator(backend=backend.name, options=ChainOptions(trials=1, timing=False), timeout_s=120)
     try:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from evoforge.backends import cute
-from evoforge.backends.guards import LaunchCounter, counted_launch
-from evoforge.backends.static import static_check
+from evoforge.judge.guards import LaunchCounter, counted_launch
+from evoforge.judge.static import compile_only, static_check
 
 from evoforge.core import EvalStatus
 from tests.conftest import REPO, needs_nvcc, run_cli
@@ -163,7 +163,7 @@ def test_the_hopper_bf16_gemm_seed_compiles_for_sm90a(cache_dir):
 
     seed = Candidate.from_source(BF16_SM90.read_text(), task="matmul_bf16_4096")
     assert seed.language == "cute"
-    result = cute.compile_only(seed, "nvidia-sm90", timeout_s=3600)  # a busy machine is no compile error
+    result = compile_only(seed, "nvidia-sm90", timeout_s=3600)  # a busy machine is no compile error
     assert result.ok, result.message
     assert result.details["nvcc_arch"] == "sm_90a" and Path(result.details["library"]).is_file()
 
@@ -269,6 +269,6 @@ def test_counted_launch_reaches_every_active_counter_and_only_them():
 
 
 def test_a_cute_compile_error_is_a_compile_error_in_the_chain():
-    from evoforge.backends.chain import _is_compile_exception
+    from evoforge.judge.chain import _is_compile_exception
 
     assert _is_compile_exception(cute.CuteCompileError("x"))

@@ -64,7 +64,7 @@ def test_a_block_the_wall_clock_disbelieves_is_dropped_and_a_candidate_none_of_w
     stream does not see). A host stalled by its other work stretched one block's wall clock on the H200 and a
     correct KernelBench seed was rejected; now the block is dropped, and only a candidate that fails the check in
     every block is rejected. A cheat that fakes one block gains nothing: that block is the one dropped."""
-    from evoforge.backends.chain import _ChainFailure, believed_times
+    from evoforge.judge.chain import _ChainFailure, believed_times
 
     from evoforge.core import EvalStatus
 

@@ -180,8 +180,8 @@ def test_a_kernel_right_only_on_the_searchs_draws_fails_its_recheck(relu_task):
     here through its error messages; in the field, an answer that depends on the values, or an accuracy at the edge
     of the tolerance) passes every evaluation of the search, which all draw from one seed; the re-check's options
     draw other inputs, and it fails there."""
-    from evoforge.backends.chain import ChainOptions
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
 
     search = ChainOptions(trials=1, timing=False, seed=42)
     recheck = ChainOptions.from_dict(confirm.recheck_options(search.to_dict(), 0))

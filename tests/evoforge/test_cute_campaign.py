@@ -12,7 +12,7 @@ import os
 import time
 
 import pytest
-from evoforge.backends.precheck import precheck
+from evoforge.judge.precheck import precheck
 
 from evoforge.config import CampaignConfig, TaskConfig
 from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, source_language

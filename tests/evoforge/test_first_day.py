@@ -107,7 +107,7 @@ def test_the_users_shapes_are_blamed_not_the_kernel(capsys, flags, words):
 
 
 def test_a_task_on_its_default_shapes_warns_before_minutes_of_silence_on_the_interpreter():
-    from evoforge.backends.task_inputs import check_task_inputs, size_warning
+    from evoforge.judge.task_inputs import check_task_inputs, size_warning
 
     from evoforge.task import Task
 
@@ -172,7 +172,7 @@ def test_sizes_a_task_unpacks_on_one_line_can_be_set():
     """KernelBench's 3-D tasks write ``D, H, W = 24, 32, 32`` (and 15 tasks ``height = width = 256``); ``--set H=8``
     was refused ("no module constant D, H, W to set"), so such a task could not be made small enough for the
     interpreter, and the chain's odd sizes never varied those dimensions."""
-    from evoforge.backends.task_inputs import check_task_inputs
+    from evoforge.judge.task_inputs import check_task_inputs
 
     from evoforge.task import Task
 

@@ -31,7 +31,9 @@ from tests.evoforge.test_kernelbench_fetch import server  # noqa: F401, F811  (t
 pytestmark = pytest.mark.slow  # a wheel, a virtual environment, a campaign with a capture: about a minute
 CAMPAIGN = ["run", "--set", "batch_size=4", "--set", "dim=1000", "--backend", "interpreter", "--budget-evals", "1",
             "--workers", "1", "--quiet"]
-PACKAGE_FOLDERS = ("evoforge", "backends", "search", "mutators", "knowledge")
+# The folders pyproject.toml maps the packages to (a folder added there is built and copied here too).
+PACKAGE_FOLDERS = tuple(sorted(set(__import__("tomllib").loads((REPO / "pyproject.toml").read_text())
+                                   ["tool"]["setuptools"]["package-dir"].values())))
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +84,11 @@ def _run(install: dict, *argv: str, env: dict[str, str] | None = None) -> subpro
 def test_the_installed_package_is_the_wheel(wheel_install):
     """The set-up itself: outside the checkout, the virtual environment imports the wheel's evoforge, whole."""
     proc = subprocess.run([str(wheel_install["bin"] / "python"), "-c",
-                           "import evoforge, evoforge.backends.sandbox as s; print(s.__file__)"],
+                           "import evoforge, evoforge.judge.sandbox as s; print(s.__file__)"],
                           capture_output=True, text=True, timeout=120, cwd=wheel_install["root"],
                           env=wheel_install["env"])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "site-packages/evoforge/backends/sandbox.py" in proc.stdout, proc.stdout
+    assert "site-packages/evoforge/judge/sandbox.py" in proc.stdout, proc.stdout
 
 
 def test_a_campaign_from_a_checkout_root_imports_the_installed_package_in_every_process(wheel_install):

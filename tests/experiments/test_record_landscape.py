@@ -86,7 +86,7 @@ def test_an_fp32_result_is_judged_as_the_chain_judges_it(bits: int, status: str)
     import types
 
     import torch
-    from evoforge.backends import compare
+    from evoforge.judge import compare
 
     recorder = _recorder()
     gen = torch.Generator().manual_seed(0)

@@ -92,7 +92,7 @@ def _split_kernel(bits: int) -> str:
     """The task's GEMM with both operands carried at ``bits`` significant bits: a 3-pass bf16 split's precision at
     16 (the knowledge base's fp32 GEMM start), one bit short of it at 15."""
     return _GEMM_SUM + f'''
-from evoforge.backends.compare import round_significand
+from evoforge.judge.compare import round_significand
 
 
 class ModelNew(Model):

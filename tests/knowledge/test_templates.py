@@ -91,7 +91,7 @@ def for_task(value, task_name: str):
 def test_template_passes_the_chain(file_name, task_name, params, interpreter_evaluator):
     """On the session's evaluation process (a process of its own would cost its start-up again), with this
     module's options: two correctness trials, no timing, two minutes for the largest template."""
-    from evoforge.backends.options import ChainOptions
+    from evoforge.judge.options import ChainOptions
 
     entry = INDEX[file_name]
     task = Task.load(f"{task_name}.py", overrides=for_task(entry["set"], task_name),

@@ -5,7 +5,7 @@ a wrong convolution past a weaker check fail."""
 from __future__ import annotations
 
 import pytest
-from evoforge.backends.static import static_check
+from evoforge.judge.static import static_check
 from evoforge.mutators.conv_kernel import TRITON_CONV, with_triton_conv
 from evoforge.mutators.inductor_seed import InductorCapture, seed_from_capture
 

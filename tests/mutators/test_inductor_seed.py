@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from evoforge.backends.static import static_check
+from evoforge.judge.static import static_check
 from evoforge.mutators.inductor_seed import InductorCapture, NoInductorSeed, _seed, seed_from_capture
 
 from evoforge.core import Candidate, declared_space

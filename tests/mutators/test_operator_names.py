@@ -20,7 +20,7 @@ CONSTANTS = {k: v for k, v in vars(names).items() if k.isupper() and isinstance(
 OPERATOR_LIKE = {*names.OPERATORS, *names.STRATEGY_MOVES, SEED_OPERATOR}
 # Record names that are no operator and are written once, where they are made: the reference standing as a task's
 # first candidate (evoforge/task_start.py) and torch.compile's build standing as the baseline job's candidate
-# (backends/evaluator.py). The other starts name theirs with a constant beside the code that makes them
+# (judge/evaluator.py). The other starts name theirs with a constant beside the code that makes them
 # (mutators/lift.py LIFTED_SEED, mutators/inductor_seed.py INDUCTOR_SEED, evoforge/task_start.py KNOWLEDGE_START).
 RECORD_ONLY = {"reference", "torch.compile"}
 # Written out where the code is being rewritten by another change; each is to import its constant when it lands.

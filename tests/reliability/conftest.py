@@ -59,8 +59,8 @@ def wait_for_file(path: Path, timeout_s: float = 30.0) -> str:
 def evaluator_kwargs(timeout_s: float = HANG_TIMEOUT_S, containment: str = "auto") -> dict[str, object]:
     """What EvalPool and Evaluator take: the interpreter, two correctness trials, no timing, short limits.
     ``containment="none"`` for a test that follows a candidate's processes by the PIDs it reports."""
-    from evoforge.backends.chain import ChainOptions
     from evoforge.backends.registry import get_backend
+    from evoforge.judge.chain import ChainOptions
 
     backend = get_backend("interpreter")
     return {"backend": "interpreter", "arch": backend.arch, "options": ChainOptions(trials=2, timing=False),
@@ -70,7 +70,7 @@ def evaluator_kwargs(timeout_s: float = HANG_TIMEOUT_S, containment: str = "auto
 
 
 # The fault kernels crash, hang and start processes on purpose: their task allows what the judge would otherwise
-# refuse (tests/backends/test_adversarial.py holds candidates to the defaults), so containment is what is tested.
+# refuse (tests/judge/test_adversarial.py holds candidates to the defaults), so containment is what is tested.
 FAULT_ALLOWANCES = ["threads", "processes", "native", "introspection"]
 
 
@@ -84,7 +84,7 @@ def relu_small():
 @pytest.fixture(scope="session")
 def fault_evaluator():
     """One sandboxed evaluator for every fault: a campaign reuses its evaluator the same way."""
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.evaluator import Evaluator
 
     evaluator = Evaluator(**evaluator_kwargs())
     yield evaluator
@@ -114,7 +114,7 @@ BOUNDS_ENV = {"EVOFORGE_MAX_PROCESSES": "12", "EVOFORGE_MAX_DISK_BYTES": str(48 
 def bounded_evaluator(tmp_path_factory):
     """One evaluator (contained where bwrap is installed) with small resource bounds, for every adversarial candidate
     of tests/fixtures/containment; it hides ``run_dir`` as a campaign hides its own."""
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.evaluator import Evaluator
 
     run_dir = tmp_path_factory.mktemp("run")
     kwargs = evaluator_kwargs(timeout_s=60)

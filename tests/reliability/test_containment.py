@@ -182,7 +182,7 @@ def test_open_files_are_bounded(bounded_evaluator, task):
 def test_a_python_installed_under_tmp_stays_visible(tmp_path, monkeypatch):
     """A checkout or virtual environment under /tmp (CI's clean clones, a user's scratch venv) must be bound into
     the private /tmp, or bwrap cannot even start the interpreter and candidates run uncontained."""
-    from evoforge.backends import containment
+    from evoforge.judge import containment
 
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -196,7 +196,7 @@ def test_a_gpu_judge_contains_its_candidates_and_stages_their_arena(tmp_path, mo
     """On the H200, bwrap's namespaces broke the CUDA IPC a shared input arena travels by (every contained GPU
     candidate crashed while loading: experiments/results/isolation/containment_gpu_h200.md). A GPU judge now
     contains its candidates all the same, its device nodes bound in, and stages its arena through a file."""
-    from evoforge.backends import candidate_process, containment
+    from evoforge.judge import candidate_process, containment
 
     if not containment.bwrap_executable():
         pytest.skip("bubblewrap is not installed (make test installs it)")
@@ -219,7 +219,7 @@ def test_a_cute_toolchain_under_tmp_stays_visible(tmp_path, monkeypatch):
     CuTe candidate's ``load`` could not see them behind its private /tmp and failed with "no cute/tensor.hpp
     there", though its library was built and cached (experiments/results/cute/README.md). The folders the
     candidate's toolchain reads are bound in read-only, wherever they lie."""
-    from evoforge.backends import containment
+    from evoforge.judge import containment
 
     if not containment.bwrap_executable():
         pytest.skip("bubblewrap is not installed (make test installs it)")
@@ -322,7 +322,7 @@ def test_a_hidden_folder_stays_hidden_and_a_candidate_that_cannot_load_says_why(
     import subprocess
 
     store = str(linked_environment["store"])
-    script = ("from evoforge.backends.evaluator import Evaluator\n"
+    script = ("from evoforge.judge.evaluator import Evaluator\n"
               "from evoforge.core import Candidate, UsageError\n"
               "from evoforge.task import Task\n"
               f"evaluator = Evaluator(backend='interpreter', hide_paths=[{store!r}])\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from evoforge.backends.evaluator import Evaluator
+from evoforge.judge.evaluator import Evaluator
 
 from evoforge.core import Candidate, EvalStatus
 from tests.reliability.conftest import candidate, evaluator_kwargs, good, wait_for_file, wait_gone
@@ -67,7 +67,7 @@ def test_printing_from_a_kernel_does_not_break_the_protocol(relu_small, fault_ev
 def test_a_hung_kernel_takes_its_own_child_processes_down(relu_small, tmp_path, capfd, monkeypatch):
     """Uncontained (the PIDs the candidate writes must be this machine's, and its file must reach the test), and
     the user is told so in one line."""
-    from evoforge.backends import sandbox
+    from evoforge.judge import sandbox
 
     monkeypatch.setattr(sandbox, "_SAID", set())
     pidfile = tmp_path / "pids"
@@ -157,7 +157,7 @@ def test_a_candidate_process_that_dies_before_loading_says_why(tmp_path, contain
         pytest.skip("bubblewrap (bwrap) is not installed")
     script = ("import sys\n"
               "from pathlib import Path\n"
-              "from evoforge.backends.candidate_process import CandidateGone, CandidateProcess\n"
+              "from evoforge.judge.candidate_process import CandidateGone, CandidateProcess\n"
               "work = Path(sys.argv[1]) / 'candidate'\n"
               "(work / 'output.log').mkdir(parents=True)\n"
               "try:\n"

@@ -12,7 +12,7 @@ import resource
 from pathlib import Path
 
 import pytest
-from evoforge.backends.evaluator import Evaluator
+from evoforge.judge.evaluator import Evaluator
 
 from evoforge.core import EvalStatus
 from tests.reliability.conftest import HOST_MEMORY_LIMIT, candidate, evaluator_kwargs

@@ -138,7 +138,7 @@ def turn_sandbox():
     two): each test sets the limits it is about on it, as a campaign's sandbox holds them."""
     import uuid
 
-    from evoforge.backends.sandbox import Sandbox
+    from evoforge.judge.sandbox import Sandbox
 
     key = f"test-{uuid.uuid4().hex}"
     kwargs = evaluator_kwargs()

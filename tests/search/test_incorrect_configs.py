@@ -187,9 +187,9 @@ def test_the_knowledge_base_calls_unsafe_exactly_the_fp32_dot_precisions_the_jud
     is a fast, correct choice the search never tries, and one the judge rejects offered to a mutator is a wasted
     evaluation. Each precision Triton offers is emulated on fp32 inputs (TF32: 11 significant bits; bf16x3:
     hi*hi + hi*lo + lo*hi of bf16 parts; tf32x3 the same of TF32 parts; bf16x6 the six products of three bf16
-    parts) and judged as backends/chain.py judges it."""
+    parts) and judged as judge/chain.py judges it."""
     import torch
-    from evoforge.backends import compare
+    from evoforge.judge import compare
 
     gen = torch.Generator().manual_seed(0)
     a, b = torch.randn(128, 2048, generator=gen), torch.randn(2048, 128, generator=gen)

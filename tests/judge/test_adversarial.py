@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from evoforge.backends.floor import floor_verdict
+from evoforge.judge.floor import floor_verdict
 
 from evoforge.core import Candidate, EvalStatus
 from tests.conftest import FIXTURES
@@ -103,7 +103,7 @@ def test_input_variants_leave_the_task_its_structure():
     """Signed inputs flip signs only: zeros stay zeros (a triangular input stays triangular), a symmetric matrix
     stays symmetric, integers are left alone; scaled ones are signed, times 8."""
     import torch
-    from evoforge.backends.chain import input_variant
+    from evoforge.judge.chain import input_variant
 
     upper = torch.triu(torch.rand(16, 16))
     sym = torch.rand(8, 8)
@@ -119,7 +119,7 @@ def test_input_variants_leave_the_task_its_structure():
 
 
 def test_odd_shapes_take_one_off_the_even_sizes():
-    from evoforge.backends.chain import odd_shapes
+    from evoforge.judge.chain import odd_shapes
 
     from evoforge.task import Task
 
@@ -131,7 +131,7 @@ def test_odd_shapes_take_one_off_the_even_sizes():
 
 def test_sixteen_bit_rounding_is_the_split_yardstick_and_tf32_is_coarser():
     import torch
-    from evoforge.backends.compare import round_significand
+    from evoforge.judge.compare import round_significand
 
     x = torch.randn(10000)
     for bits, bound in ((16, 2.0 ** -16), (11, 2.0 ** -11)):

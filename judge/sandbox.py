@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evoforge.backends.containment import SECRET_WORDS, protect_secrets
+from evoforge.judge.containment import SECRET_WORDS, protect_secrets
 
 from evoforge.core import (
     Candidate,
@@ -149,7 +149,7 @@ class Sandbox:
         stderr = open(self._stderr_path, "w")  # noqa: SIM115  (owned by the child)
         # -P: the installed evoforge, whatever folder this process runs in (a checkout's partial evoforge/ there
         # would shadow it); the forkserver below inherits the flag.
-        self._proc = subprocess.Popen([sys.executable, "-P", "-m", "evoforge.backends.worker"], stdin=subprocess.PIPE,
+        self._proc = subprocess.Popen([sys.executable, "-P", "-m", "evoforge.judge.worker"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=self._home.name,
                                       text=True, start_new_session=True)
         stderr.close()

@@ -1,10 +1,10 @@
 """The verification chain, written once over any Backend: static -> load/compile -> correctness -> timing.
 
-This module is the judge. It runs in the evaluation process (backends/worker.py), which the caller can kill, and
+This module is the judge. It runs in the evaluation process (judge/worker.py), which the caller can kill, and
 holds everything a candidate could want to reach: the task module, the reference, the inputs and expected
-outputs, the comparator and the clocks. The candidate runs in a process of its own (backends/runner.py,
-started through backends/candidate_process.py): it receives inputs in shared memory the judge lends it and
-writes its outputs into buffers the judge gave it, and nothing more. ``evaluate`` in backends/sandbox.py is
+outputs, the comparator and the clocks. The candidate runs in a process of its own (judge/runner.py,
+started through judge/candidate_process.py): it receives inputs in shared memory the judge lends it and
+writes its outputs into buffers the judge gave it, and nothing more. ``evaluate`` in judge/sandbox.py is
 the entry point for everyone else.
 
 What the judge checks, and why (README "The verification chain" says it for users):
@@ -13,7 +13,7 @@ What the judge checks, and why (README "The verification chain" says it for user
   task's extra shapes and, when it gives none, at an odd-sized shape derived from it;
 - the candidate's own code calls no compute op (views, allocation and copies only) and launches a kernel;
 - what the candidate's process reports of its conduct (threads, processes, native code, introspection,
-  tampering: backends/runner.py) is a ``rejected`` verdict naming the trick;
+  tampering: judge/runner.py) is a ``rejected`` verdict naming the trick;
 - timing in settled blocks against the reference, the candidate's calls each on its own input set (refreshed
   between blocks, so no answer can be reused), outputs of timed calls checked against pristine copies of
   their inputs, the timing stream made to wait for every stream a launch used (work left on a side stream
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import platform
 import random
 import secrets
 import time
@@ -34,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from evoforge.backends.arena import Arena, iter_tensors, nested_bytes, share
 from evoforge.backends.base import (
     Backend,
     Timing,
@@ -42,13 +40,15 @@ from evoforge.backends.base import (
     device_turn_path,
     interleaved_blocks,
     lock_key_of,
+    versions,
 )
-from evoforge.backends.candidate_process import CandidateGone, CandidateProcess, staged_arena
-from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
-from evoforge.backends.floor import floor_verdict, physical_floor_ms
-from evoforge.backends.guards import OpRecorder, compute_ops
-from evoforge.backends.options import ChainOptions  # noqa: F401  (its home is torch-free; the chain's name kept)
-from evoforge.backends.precheck import static_verdict
+from evoforge.judge.arena import Arena, iter_tensors, nested_bytes, share
+from evoforge.judge.candidate_process import CandidateGone, CandidateProcess, staged_arena
+from evoforge.judge.compare import compare_outputs, flatten_outputs, round_significand
+from evoforge.judge.floor import floor_verdict, physical_floor_ms
+from evoforge.judge.guards import OpRecorder, compute_ops
+from evoforge.judge.options import ChainOptions  # noqa: F401  (its home is torch-free; the chain's name kept)
+from evoforge.judge.precheck import static_verdict
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, take_turn_while_benchmarking
 from evoforge.task import Task, load_task_module, module_constants_of
@@ -56,7 +56,7 @@ from evoforge.task import Task, load_task_module, module_constants_of
 
 def _is_compile_exception(exc: BaseException) -> bool:
     """Whether a candidate's exception is a compile failure (the candidate's process classifies its own)."""
-    from evoforge.backends.runner import is_compile_exception
+    from evoforge.judge.runner import is_compile_exception
 
     return is_compile_exception(exc)
 
@@ -74,19 +74,6 @@ class _ChainFailure(Exception):
         super().__init__(message)
         self.status = status
         self.details = details
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "torch": torch.__version__}
-    try:
-        import triton
-
-        out["triton"] = triton.__version__
-    except ImportError:
-        pass
-    if torch.version.cuda:
-        out["cuda"] = torch.version.cuda
-    return out
 
 
 def _clone(x: Any) -> Any:

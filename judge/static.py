@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
-from evoforge.core import EvalResult, EvalStatus
+from evoforge.core import Candidate, EvalResult, EvalStatus
 
 
 def _has_model_new(tree: ast.Module) -> bool:
@@ -117,3 +118,46 @@ def static_check(source: str, *, language: str = "triton") -> EvalResult | None:
             f"try/except in ModelNew at line {fallbacks[0]}: a fallback path could compute the answer without the kernel",
             details={"stage": "static", "line": fallbacks[0]})
     return None
+
+
+def compile_only(candidate: Candidate, arch: str | None = "nvidia-sm90", *, opt: str = "-O3",
+                 timeout_s: float = 600.0) -> EvalResult:
+    """Compile a CuTe candidate without running it: ``ok`` ("compiled only; not run") or ``compile_error``.
+
+    Runs no candidate code: CUDA_SRC is read from the module's source, the tunables from ``candidate.params``.
+    Toolchain problems (no nvcc, no headers) raise ``CuteToolchainError``: they are not the candidate's fault.
+    """
+    import time
+
+    from evoforge.backends.base import versions
+    from evoforge.backends.cute import (
+        CuteCompileError,
+        build_candidate,
+        cuda_source_of,
+        cutlass_version,
+        nvcc_arch,
+        nvcc_version,
+    )
+
+    started = time.perf_counter()
+    arch = arch or "nvidia-sm90"
+    target = nvcc_arch(arch)
+    base: dict[str, Any] = {"backend": "compile-only", "arch": arch, "versions": versions()}
+    failure = static_check(candidate.source, language="cute")
+    if failure is not None:
+        return EvalResult.from_dict({**failure.to_dict(), **base, "eval_s": time.perf_counter() - started})
+    try:
+        info = build_candidate(candidate, arch, opt=opt, timeout_s=timeout_s)
+    except CuteCompileError as e:
+        return EvalResult.failure(EvalStatus.COMPILE_ERROR, str(e), **base, eval_s=time.perf_counter() - started,
+                                  details={"stage": "compile", "nvcc_arch": target,
+                                           "raw_log_chars": len(e.raw_log)})
+    first_line = cuda_source_of(candidate.source)[1]
+    base["versions"] = {**base["versions"], "nvcc": nvcc_version() if not info.prebuilt else "prebuilt",
+                        "cutlass": cutlass_version()}
+    how = "prebuilt" if info.prebuilt else "cached" if info.cached else f"{info.seconds:.1f} s"
+    return EvalResult(status=EvalStatus.OK, message=f"compiled only; not run (nvcc {target}, {how})",
+                      compile_s=info.seconds, cached=info.cached, timing_representative=False,
+                      eval_s=time.perf_counter() - started,
+                      details={"stage": "compile", "nvcc_arch": target, "library": str(info.path),
+                               "source_key": info.source_key, "cuda_src_line": first_line}, **base)

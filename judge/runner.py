@@ -1,7 +1,7 @@
 """The candidate's process: it imports one candidate, builds ``ModelNew`` and runs ``forward`` on inputs the judge
 lends it, and nothing more.
 
-The judge (backends/chain.py, in the evaluation process) owns the task module, the reference, the inputs, the
+The judge (judge/chain.py, in the evaluation process) owns the task module, the reference, the inputs, the
 expected outputs, the comparator and its clocks; none of them exist here. A candidate that patches torch, reads
 the call stack or the garbage collector for an expected output, or fakes a timer, finds nothing of the judge's
 to patch or read. What this process reports (launch counts, the ATen ops ``forward`` called, its own event
@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import evoforge.backends.compare  # noqa: F401  (the judge's comparator is in the snapshot: patching it is seen)
+import evoforge.judge.compare  # noqa: F401  (the judge's comparator is in the snapshot: patching it is seen)
 import torch
 import torch._dynamo  # noqa: F401  (its import re-wraps torch functions such as manual_seed: done before any snapshot)
 import torch.utils.deterministic  # noqa: F401
@@ -49,8 +49,8 @@ try:  # Triton's interpreter imports its gluon dialect on a kernel's first launc
     import triton.experimental.gluon.language  # noqa: F401
 except Exception:  # noqa: BLE001  (an older or newer Triton without it)
     pass
-from evoforge.backends.arena import ArenaView, dtype_name
-from evoforge.backends.guards import LaunchCounter, OpRecorder
+from evoforge.judge.arena import ArenaView, dtype_name
+from evoforge.judge.guards import LaunchCounter, OpRecorder
 
 _getframe = sys._getframe  # the harness's own references, taken before any candidate runs
 _perf_counter = time.perf_counter
@@ -721,7 +721,7 @@ def serve(conn: Any) -> None:
     workdir = spec["workdir"]
     import resource
 
-    from evoforge.backends.containment import drop_capabilities
+    from evoforge.judge.containment import drop_capabilities
 
     # A process group of its own, which the judge kills in one call (a fork bomb's children are born into it), and
     # no capabilities: run by root, the candidate keeps the user id but cannot read the memory or environment of

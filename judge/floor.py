@@ -1,6 +1,6 @@
 """The physical floor of a task on a device: the time no correct kernel of the reference's algorithm beats, from the
 bytes it must move and the FLOPs it must do at the device's ceilings (the knowledge base's), and the verdict on a
-time under it. The judge (``backends/chain.py``) reports ``pct_of_floor`` against the measured ceilings and holds a
+time under it. The judge (``judge/chain.py``) reports ``pct_of_floor`` against the measured ceilings and holds a
 time to the datasheet's: a time under the floor is ``implausible``, never ``ok``."""
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from evoforge.backends import precheck as precheck_module
-from evoforge.backends.evaluator import Evaluator
-from evoforge.backends.precheck import STATIC_CHECK, precheck, static_stamp, static_verdict
+from evoforge.judge import precheck as precheck_module
+from evoforge.judge.evaluator import Evaluator
+from evoforge.judge.precheck import STATIC_CHECK, precheck, static_stamp, static_verdict
 
 from evoforge.core import Candidate, EvalStatus
 from tests.conftest import FIXTURES

@@ -1,6 +1,6 @@
 """Runtime anti-cheat: count kernel launches and watch which ATen ops the candidate's code calls.
 
-Both run inside the candidate's process (backends/runner.py), around ``forward``, and undo themselves when they
+Both run inside the candidate's process (judge/runner.py), around ``forward``, and undo themselves when they
 exit. They report to the judge; a candidate that defeats them in its own process still has to pass the judge's
 own checks of its outputs and times.
 """
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from evoforge.backends.launches import ACTIVE_COUNTERS, counted_launch  # noqa: F401  (counted_launch: its home)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -83,14 +84,9 @@ class OpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-# Counters inside ``LaunchCounter.active``: launches that do not go through Triton (CuTe/CUDA C++ through
-# ``evoforge.backends.cute``) report themselves here through ``counted_launch``.
-_ACTIVE_COUNTERS: list[LaunchCounter] = []
-
-
 class LaunchCounter:
     """Counts kernel launches: Triton's by patching the launch entry points of the JIT and the interpreter,
-    CuTe's through ``counted_launch``, which the CuTe loader wraps around every call into a compiled library.
+    CuTe's through ``backends.launches.counted_launch``, which the CuTe loader wraps around every call into a compiled library.
     On a GPU it also notes the stream each launch went to, so the timed stream can be made to wait for them."""
 
     def __init__(self, *, candidate_file: str | None = None) -> None:
@@ -124,23 +120,13 @@ class LaunchCounter:
 
             cls.run = run
             patched.append((cls, original))
-        _ACTIVE_COUNTERS.append(self)
+        ACTIVE_COUNTERS.append(self)
         try:
             yield self
         finally:
             for cls, original in patched:
                 cls.run = original
-            _ACTIVE_COUNTERS.remove(self)
-
-
-@contextlib.contextmanager
-def counted_launch(language: str = "cute") -> Iterator[None]:
-    """Wrap one launch that does not go through Triton: every active counter counts it and notes its stream."""
-    for counter in list(_ACTIVE_COUNTERS):
-        counter.launches += 1
-        counter.by_language[language] += 1
-        counter.note_stream()
-    yield
+            ACTIVE_COUNTERS.remove(self)
 
 
 def _launch_classes() -> list[type]:

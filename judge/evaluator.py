@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from evoforge.backends.options import ChainOptions
-from evoforge.backends.precheck import precheck
 from evoforge.backends.registry import get_backend
-from evoforge.backends.sandbox import Sandbox
+from evoforge.judge.options import ChainOptions
+from evoforge.judge.precheck import precheck
+from evoforge.judge.sandbox import Sandbox
 
 from evoforge.core import Candidate, EvalResult
 from evoforge.task import Task
@@ -39,7 +39,7 @@ class Evaluator:
         env = {**process.env, **(child_env or {})}
         # What contained candidates must not see: the caller's credential folders and its run directory and
         # storage (the judge's own $HOME is a fresh directory, so the caller names them).
-        from evoforge.backends.containment import CREDENTIAL_DIRS
+        from evoforge.judge.containment import CREDENTIAL_DIRS
 
         home = os.path.expanduser("~")
         hidden = [os.path.join(home, d) for d in CREDENTIAL_DIRS] + list(hide_paths or [])

@@ -11,7 +11,7 @@ Criteria, in order (the result says which one decided):
    ``SPLIT_BITS`` significant bits costs (the float64 reference on rounded inputs): the precision of a
    3-pass split (bf16x3, tf32x3), which an fp32 task admits. Plain TF32 (11 bits) lands 30x and more beyond
    it on inputs whose signs cancel; on all-positive inputs it can hide, which is why the chain also runs
-   signed inputs (backends/chain.py).
+   signed inputs (judge/chain.py).
 NaN or Inf where the reference is finite always fails. Integer and bool outputs must match exactly.
 """
 

@@ -1,7 +1,7 @@
 """What a verification chain is asked to do (trials, timing, tolerances...): plain values, torch-free.
 
 Its own module so that whoever only passes options along (the campaign, the pool's actors, the CLI) does not
-import torch for them: the judge (backends/chain.py) imports torch; those who hand it its options need not.
+import torch for them: the judge (judge/chain.py) imports torch; those who hand it its options need not.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import torch
-from evoforge.backends import compare
-from evoforge.backends.compare import compare_outputs
+from evoforge.judge import compare
+from evoforge.judge.compare import compare_outputs
 
 
 def _cases() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -47,7 +47,7 @@ def test_the_comparison_of_a_big_output_holds_a_bounded_share_of_memory():
     several copies of it (differences, masks, the relative error)."""
     code = """
 import resource, torch
-from evoforge.backends.compare import compare_outputs
+from evoforge.judge.compare import compare_outputs
 torch.manual_seed(0)
 e = torch.randn(1 << 26)
 g = e + 1e-6 * torch.randn(1 << 26)

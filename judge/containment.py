@@ -1,6 +1,6 @@
 """Where candidates' processes run: inside bubblewrap where the machine allows it.
 
-The judge starts the forkserver that forks each candidate's process (backends/candidate_process.py) through a
+The judge starts the forkserver that forks each candidate's process (judge/candidate_process.py) through a
 small wrapper that execs ``bwrap``, so every candidate runs with:
 
 - a PID namespace of its own: the judge, the Ray actor, the campaign driver and whatever holds the LLM API key
@@ -124,8 +124,8 @@ def _within(path: str, folder: str) -> bool:
 
 #: What a candidate's process imports before its candidate (the runner: evoforge, torch, Triton, NumPy) and CuTe's
 #: Python side: found wherever this Python finds them, an editable install's mapped folders included.
-IMPORTED_BY_THE_RUNNER = ("evoforge", "evoforge.backends", "evoforge.knowledge", "evoforge.mutators",
-                          "evoforge.search", "torch", "triton", "numpy", "cutlass")
+IMPORTED_BY_THE_RUNNER = ("evoforge", "evoforge.backends", "evoforge.judge", "evoforge.knowledge",
+                          "evoforge.mutators", "evoforge.search", "torch", "triton", "numpy", "cutlass")
 
 
 def _module_folders() -> list[str]:

@@ -1,8 +1,8 @@
 """The evaluation process: reads requests as JSON lines on stdin, answers each on a private pipe.
 
-Started by backends/sandbox.py with a scrubbed environment, its own temporary directory and resource limits.
-This process is the judge (backends/chain.py); each candidate runs in a process of its own below it
-(backends/runner.py), started from a forkserver this process starts once. File descriptor 1 is pointed at
+Started by judge/sandbox.py with a scrubbed environment, its own temporary directory and resource limits.
+This process is the judge (judge/chain.py); each candidate runs in a process of its own below it
+(judge/runner.py), started from a forkserver this process starts once. File descriptor 1 is pointed at
 stderr so only this module writes the protocol.
 Each answer echoes its request's id, so the parent can tell a result from anything a candidate wrote into
 the pipe. When its parent dies (a Ray actor killed from outside) the process goes too, with whatever a
@@ -49,7 +49,7 @@ def _die_with_parent() -> None:
 def _watch_parent() -> None:
     """A forked watchdog in this process group: once the parent's end of stdin closes (it exited, or was
     killed however), kill the whole group: this process and any process a candidate started."""
-    import evoforge.backends.candidate_process  # noqa: F401  (its /proc readers serve the watchdog, loaded now)
+    import evoforge.judge.candidate_process  # noqa: F401  (its /proc readers serve the watchdog, loaded now)
 
     if os.fork() != 0:
         return
@@ -70,7 +70,7 @@ def _kill_below_group() -> None:
     own (so the judge can kill a fork bomb in one call), so the group's kill alone would leave it, and whatever it
     started, running once the judge is gone. Found from /proc while the forkserver (in this group) still holds
     them as children."""
-    from evoforge.backends.candidate_process import descendants, group_members  # imported before the fork
+    from evoforge.judge.candidate_process import descendants, group_members  # imported before the fork
 
     me, group = os.getpid(), os.getpgid(0)
     for _ in range(5):
@@ -111,7 +111,7 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     _limit_resources()
-    from evoforge.backends.candidate_process import CandidatesCannotLoad, warm_up
+    from evoforge.judge.candidate_process import CandidatesCannotLoad, warm_up
 
     # First the forkserver that starts candidates' processes (torch and Triton imported in it), which imports
     # while this process does: start-up costs one import's time on two cores, not two.
@@ -121,14 +121,14 @@ def main() -> int:
         protocol.write(json.dumps({"ready": False, "error": str(e)}) + "\n")
         return 2
     import triton  # noqa: F401  (import cost paid before "ready", not inside the first timeout)
-    from evoforge.backends.chain import ChainOptions, VerificationChain
     from evoforge.backends.registry import get_backend
+    from evoforge.judge.chain import ChainOptions, VerificationChain
 
     from evoforge.core import Candidate, json_safe
     from evoforge.task import Task
 
     chains: dict[str, VerificationChain] = {}  # one per backend: the judge's state (its arena) lives on
-    from evoforge.backends import candidate_process
+    from evoforge.judge import candidate_process
 
     containment = candidate_process.CONTAINMENT
     protocol.write(json.dumps({"ready": True, "pid": os.getpid(),

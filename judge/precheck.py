@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from evoforge.backends.static import static_check
+from evoforge.judge.static import static_check
 
 from evoforge.core import Candidate, EvalResult, EvalStatus
 

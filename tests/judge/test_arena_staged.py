@@ -1,4 +1,4 @@
-"""The staged arena (backends/arena.py): how a contained GPU candidate gets its inputs and returns its outputs when
+"""The staged arena (judge/arena.py): how a contained GPU candidate gets its inputs and returns its outputs when
 its process cannot open the judge's CUDA IPC handle. The protocol is the same on every device, so it runs here on
 the CPU (EVOFORGE_ARENA=staged); the H200 run is experiments/results/isolation/."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from evoforge.backends.arena import Arena, ArenaView, share
+from evoforge.judge.arena import Arena, ArenaView, share
 
 from evoforge.core import Candidate, EvalStatus
 
@@ -54,8 +54,8 @@ def test_a_shared_arena_is_one_memory(tmp_path):
 
 @pytest.fixture(scope="module")
 def staged_evaluator():
-    from evoforge.backends.chain import ChainOptions
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
 
     evaluator = Evaluator(backend="interpreter", options=ChainOptions(trials=2, timing=False, seed=42), timeout_s=60,
                           knowledge=False, child_env={"EVOFORGE_ARENA": "staged"})

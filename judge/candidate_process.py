@@ -1,4 +1,4 @@
-"""The judge's handle on one candidate's process (backends/runner.py): start it, ask, kill it and what it started.
+"""The judge's handle on one candidate's process (judge/runner.py): start it, ask, kill it and what it started.
 
 Requests go out pickled (the judge is trusted); replies come back as JSON of bounded size and are never
 unpickled, so nothing the candidate's process writes can run code here. A reply that is not JSON, carries the
@@ -26,7 +26,7 @@ _MAX_REPLY_BYTES = 1 << 20
 _WATCH_S = 0.1  # how often the judge looks at what a candidate's process takes while it waits
 _SINGLE_THREADED = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 _CONTEXT: Any = None
-CONTAINMENT: Any = None  # how this judge's candidates run (backends/containment.py), decided with the context
+CONTAINMENT: Any = None  # how this judge's candidates run (judge/containment.py), decided with the context
 
 
 def _context() -> Any:
@@ -52,9 +52,9 @@ def _bare_context() -> Any:
             finally:
                 tempfile.tempdir = previous
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["evoforge.backends.runner"])
+        context.set_forkserver_preload(["evoforge.judge.runner"])
         global CONTAINMENT
-        from evoforge.backends.containment import contain
+        from evoforge.judge.containment import contain
 
         home = tempfile.gettempdir()  # the judge's private directory: candidates' directories and the arena
         writable = [home] + [os.environ[k] for k in ("TRITON_CACHE_DIR",) if os.environ.get(k)]
@@ -67,7 +67,7 @@ def _bare_context() -> Any:
 
 
 def staged_arena(device: str) -> bool:
-    """Whether the judge's arena is staged through a file (backends/arena.py) rather than shared: for a contained
+    """Whether the judge's arena is staged through a file (judge/arena.py) rather than shared: for a contained
     GPU candidate, whose process cannot open a CUDA IPC handle from inside bubblewrap's namespaces (measured on the
     H200: cudaErrorMapBufferObjectFailed). ``EVOFORGE_ARENA=staged|shared`` decides instead (a test runs the
     staged protocol on the CPU)."""
@@ -83,7 +83,7 @@ def staged_arena(device: str) -> bool:
 def _parent_imports() -> None:
     """What the judge's side needs before it starts a candidate's process: the process target (the runner; its
     import, torch._dynamo's, paid here) and the CUDA IPC reductions the arena handle travels by."""
-    import evoforge.backends.runner  # noqa: F401
+    import evoforge.judge.runner  # noqa: F401
     import torch.multiprocessing  # noqa: F401
 
 
@@ -160,7 +160,7 @@ def warm_up() -> None:
 def _load_runner() -> None:
     """The warm-up child: what every candidate's process imports before its candidate (preloaded by the
     forkserver, so nothing to do unless the preload failed, which multiprocessing does not say)."""
-    import evoforge.backends.runner  # noqa: F401
+    import evoforge.judge.runner  # noqa: F401
 
 
 def _hidden_needs_note() -> str:
@@ -348,7 +348,7 @@ class CandidateProcess:
         self._nonce = secrets.token_hex(8)
         self._early_log = _log_size(forkserver_log())  # what the process says before its own log takes over
         spec = {**spec, "workdir": str(workdir), "nonce": self._nonce, "max_file_bytes": self.bounds.file_bytes}
-        from evoforge.backends.runner import serve
+        from evoforge.judge.runner import serve
 
         self._process = context.Process(target=serve, args=(child_conn,), daemon=False,
                                         name="evoforge-candidate")
@@ -435,7 +435,7 @@ class CandidateProcess:
             return self._process.pid
         from multiprocessing import forkserver
 
-        from evoforge.backends.containment import host_pid
+        from evoforge.judge.containment import host_pid
 
         wrapper = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]  (bwrap, outside)
         inside = next(iter(descendants(wrapper)), None) if wrapper else None  # its first child is inside
