@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import yaml
-from evoforge.backends.chain import ChainOptions
-from evoforge.backends.evaluator import Evaluator
+from evoforge.judge.chain import ChainOptions
+from evoforge.judge.evaluator import Evaluator
 
 from evoforge.core import Candidate, EvalStatus
 from evoforge.task import Task

@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from evoforge.backends.chain import ChainOptions
-from evoforge.backends.containment import bwrap_executable, gpu_devices
-from evoforge.backends.evaluator import Evaluator
+from evoforge.judge.chain import ChainOptions
+from evoforge.judge.containment import bwrap_executable, gpu_devices
+from evoforge.judge.evaluator import Evaluator
 
 from evoforge.core import Candidate, EvalStatus
 from evoforge.task import Task

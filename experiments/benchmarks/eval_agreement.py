@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 from evoforge.backends.base import mirrored_times, warm_in_turn
-from evoforge.backends.chain import ChainOptions, _clone
-from evoforge.backends.evaluator import Evaluator
+from evoforge.judge.chain import ChainOptions, _clone
+from evoforge.judge.evaluator import Evaluator
 from evoforge.knowledge import find_template_for
 
 from evoforge.core import Candidate

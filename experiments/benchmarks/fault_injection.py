@@ -57,8 +57,8 @@ def candidates(n: int, fault_fraction: float, seed: int) -> list[tuple[str, Any]
 def sweep(items: list[tuple[str, Any]], task: Any, *, workers: int, timeout_s: float, trials: int,
           timing_budget_ms: float) -> dict[str, Any]:
     """Evaluate every item through a fresh, warmed-up EvalPool, steady-state: a free actor gets the next one."""
-    from evoforge.backends.chain import ChainOptions
     from evoforge.backends.registry import get_backend
+    from evoforge.judge.chain import ChainOptions
     from evoforge.search.pool import EvalPool
 
     backend = get_backend("interpreter")

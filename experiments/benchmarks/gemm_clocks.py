@@ -289,8 +289,8 @@ def repeat(rounds: int, out: str) -> None:
 def contexts(rounds: int, out: str) -> None:
     """The chain's bf16 speedup in its sandboxed process, and this process's measurements before, during and
     after that process holds a CUDA context of its own on the same GPU."""
-    from evoforge.backends.chain import ChainOptions
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
     from evoforge.knowledge import find_template_for
 
     from evoforge.core import Candidate

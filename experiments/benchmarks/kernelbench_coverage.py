@@ -416,8 +416,8 @@ def time_untimed(untimed: Path, out: Path, deadline: float) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from evoforge.backends.chain import ChainOptions
-    from evoforge.backends.evaluator import Evaluator
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
 
     from evoforge.task import Task
 

@@ -130,7 +130,7 @@ def _correct(task: Any, source: str, device: str) -> str:
     """'' when the kernel matches the reference at the main shape on fresh inputs (the chain's tolerances, its
     float64 criterion included), else why not: the re-timing times what was checked."""
     import torch
-    from evoforge.backends.compare import compare_outputs, flatten_outputs, round_significand
+    from evoforge.judge.compare import compare_outputs, flatten_outputs, round_significand
 
     from evoforge.task import exec_module_file, load_task_module
 
@@ -157,7 +157,7 @@ def _correct(task: Any, source: str, device: str) -> str:
             return flatten_outputs(__import__("copy").deepcopy(ref).double()(*[
                 x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]))
 
-        # the float64 criterion's yardstick as the chain has it (backends/compare.py): the larger of the reference's
+        # the float64 criterion's yardstick as the chain has it (judge/compare.py): the larger of the reference's
         # own distance and that of its inputs rounded to a 3-pass split's precision, which an fp32 task admits
         cmp = compare_outputs(got, expected, reference64=lambda: reference64(inputs),
                               rounded64=lambda: reference64(round_significand(inputs)))

@@ -2,7 +2,7 @@
 
 The chain passes a fp32 output whose RMS distance from the float64 reference is at most 2x a yardstick: the larger of
 the reference's own distance and that of the float64 reference on inputs rounded to 16 significant bits (a 3-pass
-split's precision; ``backends/compare.py``). This script computes, for a KernelBench task whose first op is a Linear,
+split's precision; ``judge/compare.py``). This script computes, for a KernelBench task whose first op is a Linear,
 the reference's own distance (fp32 on the CPU, not cuBLAS), the rounded-input distance, and the distance of the same
 model with its GEMM emulated as three bf16 products (hi*hi + hi*lo + lo*hi, fp32 accumulation): the knowledge base's
 fp32 GEMM start. Two input draws.
@@ -16,7 +16,7 @@ import sys
 import time
 
 import torch
-from evoforge.backends.compare import round_significand
+from evoforge.judge.compare import round_significand
 
 from evoforge.task import Task, load_task_module
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 import yaml
-from evoforge.backends.chain import ChainOptions
-from evoforge.backends.evaluator import Evaluator
+from evoforge.judge.chain import ChainOptions
+from evoforge.judge.evaluator import Evaluator
 
 from evoforge.core import Candidate
 from evoforge.task import Task

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evoforge.backends.chain import ChainOptions
+from evoforge.judge.chain import ChainOptions
 from evoforge.knowledge import find_template_for, legal_configs
 from evoforge.search.pool import EvalPool, init_ray
 
