@@ -72,7 +72,7 @@ def small_sizes(task_file: Path) -> dict[str, Any]:
     each channel count to at most 8 (kept a multiple of ``groups`` where the task has one); each spatial size to at
     most what the kernel's reach (dilation x (kernel - 1) + 1) needs plus 5, at least 8."""
     original = _module_values(task_file)
-    groups = original.get("groups") if isinstance(original.get("groups"), int) else 1
+    groups = max([1] + [v for name, v in original.items() if "groups" in name and isinstance(v, int)])
     kernels = [k for name, v in original.items() if name.startswith("kernel") for k in _ints(v)]
     reach = max([1] + [d * (k - 1) + 1 for k in kernels for d in (_ints(original.get("dilation")) or [1])])
 
@@ -157,6 +157,8 @@ def run_one(spec: str, folder: Path, timeout_s: float) -> dict[str, Any]:
 
 
 def summarize(rows: list[dict[str, Any]]) -> str:
+    for r in rows:  # a row cut short (a capture past its time) says not whether the task's convolution is transposed
+        r.setdefault("transposed", "transpose" in _task_file(r["spec"]).read_text().lower())
     def line(label: str, group: list[dict[str, Any]]) -> str:
         ok = [r for r in group if r.get("status") == "ok"]
         kernel = [r for r in group if TRITON_OK(r)]
@@ -211,7 +213,8 @@ def main() -> int:
         try:
             return run_one(spec, folder, args.timeout)
         except Exception as e:
-            return {"spec": spec, "status": "error", "message": f"{type(e).__name__}: {e}"[:300]}
+            return {"spec": spec, "status": "error", "message": f"{type(e).__name__}: {e}"[:300],
+                    "transposed": "transpose" in _task_file(spec).read_text().lower()}
 
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
         for row in pool.map(one, [s for s in specs if s not in done]):
