@@ -8,6 +8,7 @@ torch.compile's static build gives it, and the reference's own NCHW call) at the
 against the float64 convolution (relative RMS).
 
     python3 -P experiments/benchmarks/conv_igemm_probe.py --tasks L2/1 L2/82 --out $OUT        # GPU
+    python3 -P experiments/benchmarks/conv_igemm_probe.py --sample experiments/results/kernelbench/conv_family_sample_2026-12-03.json --out $OUT   # GPU: every form
     TRITON_INTERPRET=1 python3 experiments/benchmarks/conv_igemm_probe.py --check                  # CPU: correctness
 """
 
@@ -39,10 +40,7 @@ def conv2d_igemm(x: torch.Tensor, weight: torch.Tensor, stride: tuple[int, int],
                  p: dict[str, Any]) -> torch.Tensor:
     """conv2d (no bias, no dilation, one group) as a seed's ``_evoforge_conv`` computes it with the config ``p``;
     the output is NCHW-shaped and laid out as cuDNN's (the flat gather below 16 channels is the launcher's choice)."""
-    if "_evoforge_conv" not in _KERNEL:
-        from evoforge.mutators.conv_kernel import KERNEL_SOURCE
-
-        exec(compile(KERNEL_SOURCE, "evoforge.mutators.conv_kernel.KERNEL_SOURCE", "exec"), _KERNEL)
+    _ensure_kernel()
     _KERNEL["PARAMS"].update({f"p_{k}": v for k, v in p.items()})
     _KERNEL["PARAMS"].setdefault("p_GROUP_M", 8)
     return _KERNEL["_evoforge_conv"](x, weight, None, stride, padding, (1, 1), "p_")
@@ -83,7 +81,23 @@ def _load(name: str) -> Any:
     return module
 
 
+def family_configs(c: int, precisions: list[str]) -> list[dict[str, Any]]:
+    """The seed's start (``TILES``' values) first, then three other tiles, in each precision."""
+    from evoforge.mutators.conv_kernel import TILES
+
+    start = {name: value for name, (_, value) in TILES.items()}
+    tiles = [start, {**start, "BLOCK_M": 64, "BLOCK_N": 128}, {**start, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
+             {**start, "BLOCK_M": 256, "num_warps": 8, "num_stages": 3}]
+    return [{**t, "BLOCK_K": 16 if c < 16 else t["BLOCK_K"], "PRECISION": prec} for prec in precisions for t in tiles]
+
+
 def probe(spec: str, precisions: list[str], deadline: float) -> dict[str, Any]:
+    """Any convolution of the task (1-D, 2-D, 3-D; strided, padded, dilated, grouped, transposed): the seed's
+    ``_evoforge_conv`` at a few configs against cuDNN as the reference calls it (TF32 allowed, PyTorch's default for
+    convolutions), cuDNN in exact fp32, and for 2-D/3-D cuDNN channels-last in TF32 (torch.compile's layout); each
+    output's relative RMS from the float64 convolution."""
+    import copy
+
     import triton.testing
 
     calls = _load("conv_algos").conv_calls(spec, "cuda", 1)
@@ -91,52 +105,69 @@ def probe(spec: str, precisions: list[str], deadline: float) -> dict[str, Any]:
     torch.manual_seed(2)
     x = torch.randn_like(x0) * x0.float().std().clamp_min(1e-3)
     w = mod.weight.detach()
-    stride, padding = tuple(mod.stride), tuple(mod.padding)
-    ref64 = torch.nn.functional.conv2d(x.double(), w.double(), stride=stride, padding=padding)
+    bias = None if mod.bias is None else mod.bias.detach()
+    transposed = "Transpose" in type(mod).__name__
+    stride, padding, dilation = tuple(mod.stride), tuple(mod.padding), tuple(mod.dilation)
+    output_padding = tuple(getattr(mod, "output_padding", (0,) * len(stride)))
+    with torch.no_grad():
+        ref64 = copy.deepcopy(mod).double()(x.double())
 
     def err(out: torch.Tensor) -> float:
         return float(((out.double() - ref64).norm() / ref64.norm()).item())
 
     cudnn = torch.backends.cudnn
-    xl = x if x.is_contiguous(memory_format=torch.channels_last) else x.contiguous(memory_format=torch.channels_last)
-    wl = w.contiguous(memory_format=torch.channels_last)
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
 
-    def cudnn_cl(tf32: bool):
+    def cudnn_call(xx: torch.Tensor, tf32: bool):
         def f():
-            with cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=tf32):
-                return torch.nn.functional.conv2d(xl, wl, stride=stride, padding=padding)
+            with torch.no_grad(), cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=tf32):
+                return mod(xx)
         return f
-
-    def cudnn_nchw():
-        return torch.nn.functional.conv2d(x, w, stride=stride, padding=padding)
 
     def bench(f) -> float:
         return float(triton.testing.do_bench(f, warmup=25, rep=100, return_mode="median"))
 
-    row: dict[str, Any] = {"spec": spec, "x": list(x.shape), "weight": list(w.shape), "stride": list(stride),
-                           "padding": list(padding), "baselines": {}, "configs": []}
-    for name, f in {"cudnn_cl_tf32": cudnn_cl(True), "cudnn_cl_fp32": cudnn_cl(False), "cudnn_nchw": cudnn_nchw}.items():
+    row: dict[str, Any] = {"spec": spec, "kind": type(mod).__name__, "x": list(x.shape), "weight": list(w.shape),
+                           "stride": list(stride), "padding": list(padding), "dilation": list(dilation),
+                           "groups": mod.groups, "output_padding": list(output_padding), "baselines": {}, "configs": []}
+    baselines = {"cudnn_ref": cudnn_call(x, True), "cudnn_fp32": cudnn_call(x, False)}
+    xl = x
+    if fmt is not None:
+        xl = x.contiguous(memory_format=fmt)
+        baselines["cudnn_cl_tf32"] = cudnn_call(xl, True)
+    for name, f in baselines.items():
         row["baselines"][name] = {"ms": bench(f), "err": err(f())}
-    # The kernel is given the channels-last input, as cuDNN above is (a build's transpose is the same for both).
-    x = xl
-    for p in configs(x.shape[1], precisions):
+    for p in family_configs(x.shape[1] // mod.groups, precisions):
         if time.perf_counter() > deadline:
             row["left"] = True
             break
         try:
-            out = conv2d_igemm(x, w, stride, padding, p)
-            e = err(out)
-            ms = bench(lambda p=p: conv2d_igemm(x, w, stride, padding, p))
-            row["configs"].append({**p, "ms": ms, "err": e})
+            _ensure_kernel()
+            _KERNEL["PARAMS"].update({f"p_{k}": v for k, v in p.items()})
+
+            def run(p=p):
+                return _KERNEL["_evoforge_conv"](xl, w, bias, stride, padding, dilation, "p_", transposed,
+                                                 output_padding, mod.groups)
+
+            e = err(run())
+            row["configs"].append({**p, "ms": bench(run), "err": e})
         except Exception as ex:  # noqa: BLE001
             row["configs"].append({**p, "error": f"{type(ex).__name__}: {str(ex)[:200]}"})
     return row
 
 
+def _ensure_kernel() -> None:
+    if "_evoforge_conv" not in _KERNEL:
+        from evoforge.mutators.conv_kernel import KERNEL_SOURCE
+
+        exec(compile(KERNEL_SOURCE, "evoforge.mutators.conv_kernel.KERNEL_SOURCE", "exec"), _KERNEL)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", nargs="*", default=[])
-    ap.add_argument("--precisions", nargs="*", default=["tf32", "tf32x3", "bf16x3"])
+    ap.add_argument("--sample", type=Path, help="a committed task sample (JSON with tasks[].spec): its tasks")
+    ap.add_argument("--precisions", nargs="*", default=["bf16x3", "tf32"])
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--deadline", type=float, default=400.0)
     ap.add_argument("--out", type=Path)
@@ -146,15 +177,26 @@ def main() -> None:
         return
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    for spec in args.tasks:
-        row = probe(spec, args.precisions, t0 + args.deadline)
+    specs = list(args.tasks) + ([t["spec"] for t in json.loads(args.sample.read_text())["tasks"]] if args.sample else [])
+    for spec in specs:
+        if time.perf_counter() > t0 + args.deadline:
+            print(spec, "not probed: --deadline")
+            continue
+        try:
+            row = probe(spec, args.precisions, t0 + args.deadline)
+        except Exception as ex:  # noqa: BLE001  (a task that fails is a row, not the end of the run)
+            row = {"spec": spec, "error": f"{type(ex).__name__}: {str(ex)[:300]}", "baselines": {}, "configs": []}
+            print(spec, row["error"])
+            with (args.out / "conv_igemm.jsonl").open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            continue
         with (args.out / "conv_igemm.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")
-        base = row["baselines"]["cudnn_cl_tf32"]["ms"]
+        base = row["baselines"]["cudnn_ref"]["ms"]
         print(spec, row["x"], row["weight"], {k: (round(v["ms"], 3), f"{v['err']:.1e}") for k, v in row["baselines"].items()})
         for c in sorted((c for c in row["configs"] if "ms" in c), key=lambda c: (c["PRECISION"], c["ms"]))[:12]:
             print(f"   {c['PRECISION']:7s} {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}"
-                  f" {c['ms']:.3f} ms ({base / c['ms']:.2f}x cuDNN cl tf32) err {c['err']:.1e}")
+                  f" {c['ms']:.3f} ms ({base / c['ms']:.2f}x cuDNN as the reference calls it) err {c['err']:.1e}")
         for c in row["configs"]:
             if "error" in c:
                 print("   error", c["PRECISION"], c["BLOCK_M"], c["BLOCK_N"], c["error"][:120])
