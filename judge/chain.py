@@ -173,18 +173,63 @@ def input_variant(inputs: list[Any], kind: str, seed: int) -> list[Any]:
 
 
 def odd_shapes(task: Task) -> list[dict[str, Any]]:
-    """Candidates for an odd-sized correctness shape: every even integer size constant of 16 or more, one less
-    (all together first, then one at a time, largest first). A kernel that assumes the shape divides its tiles
-    without masking fails there; the chain keeps the first one the reference runs at."""
+    """Candidates for an odd-sized correctness shape: every even integer constant of 16 or more that sizes a tensor
+    (an input's, a parameter's or buffer's, or the output's), one less (all together first, then one at a time,
+    largest first). A kernel that assumes the shape divides its tiles without masking fails there; the chain keeps
+    the first one the reference runs at. A constant that sizes no tensor is the model's own setting, not a shape
+    (L2/98's ``pool_kernel_size = 16``: the pooling window; a kernel built for the task's window computes the task's
+    function), and is left as it is: see ``_sizes_a_tensor``."""
     constants = {**module_constants_of(task), **task.overrides}
     sizes = {k: v for k, v in constants.items()
              if isinstance(v, int) and not isinstance(v, bool) and v >= 16 and v % 2 == 0 and k.isidentifier()
              and not k.startswith("EVOFORGE_")}
+    if sizes:
+        sizes = {k: v for k, v in sizes.items() if k in _tensor_sizes(task, tuple(sorted(sizes.items())))}
     if not sizes:
         return []
     together = {k: v - 1 for k, v in sizes.items()}
     one_by_one = [{k: v - 1} for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])]
     return [together, *one_by_one] if len(sizes) > 1 else [together]
+
+
+#: ``_tensor_sizes``' answers by task file and constants: each evaluation's chain asks, the answer never changes.
+_TENSOR_SIZES: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def _tensor_sizes(task: Task, candidates: tuple[tuple[str, int], ...]) -> frozenset[str]:
+    """Which of the ``candidates`` constants size a tensor of the task (``_sizes_a_tensor``)."""
+    key = (task.path, repr(sorted(task.overrides.items())) + repr(candidates))
+    if key not in _TENSOR_SIZES:
+        base = _tensor_shapes(task, {})
+        _TENSOR_SIZES[key] = frozenset(k for k, v in candidates if _sizes_a_tensor(task, base, k, v))
+    return _TENSOR_SIZES[key]
+
+
+def _tensor_shapes(task: Task, shape: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The shapes of the task's inputs, its reference's parameters and buffers, and its output at ``shape``, found
+    on the meta device (no memory, no arithmetic); None where the reference does not run there (a data-dependent
+    op, a size tied to another)."""
+    try:
+        module = load_task_module(task, shape)
+        with torch.device("meta"), torch.no_grad():
+            inputs = list(module.get_inputs())
+            model = module.Model(*module.get_init_inputs())
+            out = model(*inputs)
+        state = [tuple(t.shape) for t in [*model.parameters(), *model.buffers()]]
+        return (tuple(tuple(t.shape) for t in iter_tensors(inputs)), tuple(state),
+                tuple(tuple(t.shape) for t in iter_tensors(out)))
+    except Exception:  # noqa: BLE001  (the task's own code on the meta device: anything may refuse it)
+        return None
+
+
+def _sizes_a_tensor(task: Task, base: tuple[Any, ...] | None, name: str, value: int) -> bool:
+    """Whether one less of constant ``name`` changes the shape of an input, a parameter or buffer, or the output.
+    Where that cannot be told on the meta device (either run refused), it counts as a size: the check stays as
+    strict as it was."""
+    if base is None:
+        return True
+    moved = _tensor_shapes(task, {name: value - 1})
+    return moved is None or moved != base
 
 
 class _Loaded:

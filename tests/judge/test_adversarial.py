@@ -129,6 +129,62 @@ def test_odd_shapes_take_one_off_the_even_sizes():
     assert odd_shapes(Task.load("L1/19", overrides={"batch_size": 4, "dim": 1000})) == [{"dim": 999}]
 
 
+def test_odd_shapes_leave_a_setting_that_sizes_no_tensor():
+    """L2/98's pooling window (``pool_kernel_size = 16``) sizes no input, parameter or output: a kernel built for the
+    task's window computes the task's function, and the seed's shape-generic path keeps the window it was captured
+    with. Before, the odd shape took it to 15 and every correct kernel of the task failed there."""
+    from evoforge.judge.chain import odd_shapes
+
+    from evoforge.task import Task
+
+    task = Task.load("L2/98", overrides={"batch_size": 16, "in_features": 32, "out_features": 64})
+    shapes = odd_shapes(task)
+    assert shapes[0] == {"batch_size": 15, "in_features": 31, "out_features": 63}
+    assert all("pool_kernel_size" not in s for s in shapes)
+
+
+_SIZED_BY = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        {body}
+
+width = 32
+length = 64
+scale = 16
+
+def get_inputs():
+    return [torch.rand(4, width)]
+
+def get_init_inputs():
+    return [scale]
+"""
+
+
+@pytest.mark.parametrize(("body", "odd"), [
+    # A size of the output alone (not of the input): a kernel that hard-codes it must still meet one less.
+    ("return x.sum(dim=1, keepdim=True) * torch.ones(1, length, device=x.device) * self.scale",
+     {"width": 31, "length": 63}),
+    # Refused on the meta device (a data-dependent op): every even constant stays a size, as before the check.
+    ("return x[x > 0.5].sum() * torch.ones(length, device=x.device) * self.scale",
+     {"width": 31, "length": 63, "scale": 15}),
+])
+def test_a_constant_counts_as_a_size_where_it_sizes_the_output_or_cannot_be_told(tmp_path, body, odd):
+    from evoforge.judge.chain import odd_shapes
+
+    from evoforge.task import Task
+
+    path = tmp_path / "sized_by.py"
+    path.write_text(_SIZED_BY.replace("{body}", body))
+    assert odd_shapes(Task.load(str(path)))[0] == odd
+
+
 def test_sixteen_bit_rounding_is_the_split_yardstick_and_tf32_is_coarser():
     import torch
     from evoforge.judge.compare import round_significand
