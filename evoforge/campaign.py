@@ -37,7 +37,7 @@ from evoforge.route import ChildRoute
 from evoforge.search.base import Proposal, Store
 from evoforge.search.cache import ResultCache
 from evoforge.search.durable import atomic_write
-from evoforge.task_start import KNOWLEDGE_START
+from evoforge.starts.knowledge import KNOWLEDGE_START
 from evoforge.task_state import TaskState
 
 if TYPE_CHECKING:

@@ -156,7 +156,7 @@ class CampaignSetup:
         """What the backend is built with, here and in the pool's actors: on ``--backend replay``, the simulated
         device (each landscape task's file, the delay, the cost model's failures and seed); nothing otherwise."""
         from evoforge.backends.registry import simulates
-        from evoforge.task_start import landscape_task_name
+        from evoforge.starts.landscape import landscape_task_name
 
         if not simulates(self.config.backend):
             return {}

@@ -14,7 +14,7 @@ from evoforge.mutators.base import Failure, LLMError, MutationContext, MutationE
 from evoforge.mutators.names import LLM, LLM_GENERATE, PARAMS
 from evoforge.mutators.registry import family_of
 from evoforge.search.base import Proposal
-from evoforge.task_start import KNOWLEDGE_START
+from evoforge.starts.knowledge import KNOWLEDGE_START
 from evoforge.task_state import TaskState
 
 log = logging.getLogger("evoforge.campaign")

@@ -26,7 +26,7 @@ VOCABULARY = frozenset({"evoforge.core", "evoforge.task"})
 # The face: commands, the Python API, the campaign driver, reports, ablations, the dashboard. It stands on the
 # engine; nothing of the engine imports it. Each subsystem's command module (``knowledge/cli.py``...) is face too.
 FACE = frozenset({"evoforge.cli", "evoforge.campaign_cli", "evoforge.experiments_cli", "evoforge.api",
-                  "evoforge.campaign", "evoforge.campaign_setup", "evoforge.route", "evoforge.baseline", "evoforge.confirm", "evoforge.task_start", "evoforge.task_state", "evoforge.stopping", "evoforge.summary", "evoforge.children", "evoforge.config", "evoforge.export", "evoforge.progress", "evoforge.report",
+                  "evoforge.campaign", "evoforge.campaign_setup", "evoforge.route", "evoforge.baseline", "evoforge.confirm", "evoforge.task_start", "evoforge.starts", "evoforge.starts.files", "evoforge.starts.generate", "evoforge.starts.inductor", "evoforge.starts.knowledge", "evoforge.starts.landscape", "evoforge.task_state", "evoforge.stopping", "evoforge.summary", "evoforge.children", "evoforge.config", "evoforge.export", "evoforge.progress", "evoforge.report",
                   "evoforge.ablation", "evoforge.ablation_stats", "evoforge.dashboard", "evoforge.kernelbench_fetch"})
 # The package itself (``evoforge/__init__.py``) is the front door: it exports the vocabulary and, lazily, the
 # Python API, so it stands with the face. Python runs it before any module of the package, so at module level it

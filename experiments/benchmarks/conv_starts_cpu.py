@@ -4,7 +4,7 @@ Triton interpreter at small sizes. Correctness only: the interpreter's times say
 For each task (``--tasks``, or ``--sample FILE``'s): its module-level sizes shrunk (``small_sizes``: a batch of 2,
 channels to a few per group, spatial sizes to what the kernel's reach needs), torch.compile's capture made on the CPU
 (``python -m evoforge.mutators.inductor_capture``, Inductor's Triton under a stand-in driver), the campaign's set-up
-turned on it (``TaskStarts._inductor_seed``, the strict rule: the seed and the ``triton-conv`` start), and each
+turned on it (``InductorStarts.seed``, ``evoforge/starts/inductor.py``, the strict rule: the seed and the ``triton-conv`` start), and each
 through the verification chain on the interpreter (its default correctness runs, odd and extra shapes). A row per
 task to ``OUT/conv_starts_cpu.jsonl`` as it finishes; ``--summarize`` writes the table.
 
@@ -107,10 +107,9 @@ def run_one(spec: str, folder: Path, timeout_s: float) -> dict[str, Any]:
     from evoforge.judge.evaluator import Evaluator
     from evoforge.mutators.conv_kernel import TRITON_CONV
 
-    from evoforge.config import CampaignConfig, TaskConfig
     from evoforge.core import Candidate
+    from evoforge.starts.inductor import InductorStarts
     from evoforge.task import Task
-    from evoforge.task_start import TaskStarts
 
     row: dict[str, Any] = {"spec": spec}
     path = _task_file(spec)
@@ -128,15 +127,13 @@ def run_one(spec: str, folder: Path, timeout_s: float) -> dict[str, Any]:
     if proc.returncode != 0 or not captured.exists():
         row.update(status="capture_failed", message=proc.stderr.strip().splitlines()[-1:] or "")
         return row
-    starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec=spec)]), backend=None, run_dir=work,
-                        generate=False)
     try:
-        seed = starts._inductor_seed(task)
+        seed, variants = InductorStarts(run_dir=work, backend=None, timeout_s=timeout_s).seed(task)
     except Exception as e:  # a task with no seed: said in one line
         row.update(status="no_seed", message=str(e)[:300])
         return row
     candidates = {"seed": seed}
-    for variant in starts.variant_starts.get(task.name, []):
+    for variant in variants:
         if variant.meta.get("inductor_config") == TRITON_CONV:
             candidates[TRITON_CONV] = variant
     row["seed_is_kernel"] = "_evoforge_conv(" in seed.source

@@ -125,28 +125,26 @@ print("ok")
 
 
 def _set_up(tmp_path, allow_ops: list[str]):
-    """The L2/87 fixture's capture where a campaign's set-up finds it, and that set-up's seed and starts."""
-    from evoforge.config import CampaignConfig, TaskConfig
+    """The L2/87 fixture's capture where a campaign's set-up finds it, and that set-up's seed and variants."""
+    from evoforge.starts.inductor import InductorStarts
     from evoforge.task import Task
-    from evoforge.task_start import TaskStarts
 
     task = Task.load("L2/87", overrides=SMALL, allow_ops=allow_ops)
     seeds = tmp_path / "seeds"
     seeds.mkdir()
     (seeds / f"{task.name.replace('/', '_')}.inductor.json").write_text(L2_87.read_text())
-    starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec="L2/87")]), backend=None, run_dir=tmp_path,
-                        generate=False)
-    return task, starts._inductor_seed(task), starts
+    seed, variants = InductorStarts(run_dir=tmp_path, backend=None, timeout_s=600).seed(task)
+    return task, seed, variants
 
 
 def test_a_convolution_task_starts_its_triton_conv_variant_beside_the_seed(tmp_path):
     """Set-up: a captured convolution task's starts hold the ``triton-conv`` variant, written beside the seed, and it
     is the first evaluated after the seed (a campaign of 0.3 minutes a task evaluated L2/87's seed and its
     reference-layout build, 0.69x torch.compile, and never reached the kernel, 0.92x)."""
-    task, seed, starts = _set_up(tmp_path, ["convolution"])
+    task, seed, variants = _set_up(tmp_path, ["convolution"])
     seeds = tmp_path / "seeds"
-    order = [v.meta["inductor_config"] for v in starts.variant_starts[task.name]]
-    variants = {v.meta["inductor_config"]: v for v in starts.variant_starts[task.name]}
+    order = [v.meta["inductor_config"] for v in variants]
+    variants = {v.meta["inductor_config"]: v for v in variants}
     assert TRITON_CONV in variants and "torch.convolution" in seed.source
     assert order[0] == TRITON_CONV and "reference-layout" in order, order
     conv = variants[TRITON_CONV]
@@ -175,10 +173,10 @@ def test_a_strict_convolution_task_without_another_start_starts_from_the_kernel(
     """A capture with no strict build of its own (the window gather's: this fixture was captured with cuDNN allowed)
     used to give a strict task no seed at all; the kernel on both paths is the seed now, with no variant repeating
     it."""
-    task, seed, starts = _set_up(tmp_path, [])
+    task, seed, variants = _set_up(tmp_path, [])
     assert seed.meta["compute_rule"] == "strict" and "_evoforge_conv(" in seed.source
     assert "convolution(" not in seed.source[seed.source.index("class ModelNew"):]
-    assert TRITON_CONV not in {v.meta["inductor_config"] for v in starts.variant_starts[task.name]}
+    assert TRITON_CONV not in {v.meta["inductor_config"] for v in variants}
 
 
 L1_75 = FIXTURES / "inductor" / "level1_75_conv_transposed_2D_grouped.main.cpu.json"
@@ -193,19 +191,16 @@ def test_a_task_that_is_one_transposed_grouped_convolution_gets_the_kernel_as_it
     phase). The capture's build with cuDNN's call, every convolution in the kernel, is now the first start after the
     seed: no vendor call on either path, and it passes the chain. Adversarial: the same kernel reading a tap of
     another stride phase, or every group's first channels, fails."""
-    from evoforge.config import CampaignConfig, TaskConfig
+    from evoforge.starts.inductor import InductorStarts
     from evoforge.task import Task
-    from evoforge.task_start import TaskStarts
 
     task = Task.load("L1/75", overrides=L1_75_SIZES)
     seeds = tmp_path / "seeds"
     seeds.mkdir()
     (seeds / f"{task.name.replace('/', '_')}.inductor.json").write_text(L1_75.read_text())
-    starts = TaskStarts(config=CampaignConfig(tasks=[TaskConfig(spec="L1/75")]), backend=None, run_dir=tmp_path,
-                        generate=False)
-    seed = starts._inductor_seed(task)
+    seed, variants = InductorStarts(run_dir=tmp_path, backend=None, timeout_s=600).seed(task)
     assert seed.meta["compute_rule"] == "strict" and "_evoforge_conv(" not in seed.source  # the window gather
-    first = starts.variant_starts[task.name][0]
+    first = variants[0]
     assert first.meta["inductor_config"] == TRITON_CONV and first.meta["compute_rule"] == "strict"
     source = first.source
     assert "convolution(" not in source[source.index("class ModelNew"):]

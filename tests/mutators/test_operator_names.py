@@ -19,9 +19,10 @@ CONSTANTS = {k: v for k, v in vars(names).items() if k.isupper() and isinstance(
 # What may stand where an operator is expected: a registered operator, a strategy's own move, a task's seed.
 OPERATOR_LIKE = {*names.OPERATORS, *names.STRATEGY_MOVES, SEED_OPERATOR}
 # Record names that are no operator and are written once, where they are made: the reference standing as a task's
-# first candidate (evoforge/task_start.py) and torch.compile's build standing as the baseline job's candidate
+# first candidate (evoforge/starts/generate.py REFERENCE_START) and torch.compile's build standing as the baseline
+# job's candidate
 # (judge/evaluator.py). The other starts name theirs with a constant beside the code that makes them
-# (mutators/lift.py LIFTED_SEED, mutators/inductor_seed.py INDUCTOR_SEED, evoforge/task_start.py KNOWLEDGE_START).
+# (mutators/lift.py LIFTED_SEED, mutators/inductor_seed.py INDUCTOR_SEED, evoforge/starts/knowledge.py KNOWLEDGE_START).
 RECORD_ONLY = {"reference", "torch.compile"}
 # Written out where the code is being rewritten by another change; each is to import its constant when it lands.
 PENDING: set[tuple[str, str]] = set()
