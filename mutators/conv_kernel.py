@@ -28,9 +28,12 @@ input channels, over (tap, channel) pairs gathered element by element. The sizes
 as the rest of the path is; rows then align to the channel count and the loads vectorise. Groups are the grid's
 second axis (a group's GEMM over its own channels and weights; depthwise is groups = channels, one channel a K row).
 A transposed convolution runs in gather form: each output position reads, per tap, the input position that tap
-maps onto it, where there is one (``_evoforge_conv_at``), so no zero is ever inserted into memory; the taps of a
-stride's other phases are masked, not skipped (a sub-pixel split of M by phase would skip them: not built yet, and
-the GPU has not timed this form).
+maps onto it, where there is one (``_evoforge_conv_at``), so no zero is ever inserted into memory. With a stride
+above one its outputs are split by phase (the grid's third axis: the outputs ``r + S * j`` of each phase ``r`` along
+each dimension), and each phase reads only the taps that map onto it (``k0 + ST * i``, ``_evoforge_phase_tap``), so
+the work is the convolution's own: in the gather form alone a stride-2 3-D transposed convolution with a kernel of 4
+ran every tap of every output, 8 times the multiply-adds, 7 of 8 of them masked (``_EVOFORGE_CONV_PHASED = False``
+keeps that form, for comparison).
 """
 
 from __future__ import annotations
@@ -71,19 +74,34 @@ def _evoforge_conv_at(o, k, S: tl.constexpr, P: tl.constexpr, DL: tl.constexpr, 
 
 
 @triton.jit
+def _evoforge_phase_tap(r, S: tl.constexpr, P: tl.constexpr, DL: tl.constexpr, ST: tl.constexpr):
+    """Along one dimension of a transposed convolution, the first tap that output phase ``r`` (outputs ``r + S * j``)
+    reads, and whether there is one: the taps ``k`` with ``(r + P - k * DL) % S == 0``, which are ``k0 + ST * i``
+    (``ST = S / gcd(DL, S)``), so at most one ``k0`` lies below ``ST``."""
+    k0 = r * 0 + ST
+    for c in tl.static_range(ST):
+        k0 = tl.where((((r + P - c * DL) % S) == 0) & (k0 == ST), c, k0)
+    return k0, k0 < ST
+
+
+@triton.jit
 def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: tl.constexpr, C: tl.constexpr,
                          OD: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr, K_OUT: tl.constexpr,
                          SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
                          PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, KD: tl.constexpr,
                          KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT_D: tl.constexpr,
                          FLAT_K: tl.constexpr, CG: tl.constexpr, KG: tl.constexpr, TRANSPOSED: tl.constexpr,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                         PHASED: tl.constexpr, QD: tl.constexpr, QH: tl.constexpr, QW: tl.constexpr,
+                         TD: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr, STD: tl.constexpr, STH: tl.constexpr,
+                         STW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                          PRECISION: tl.constexpr):
     """y[m, g * KG + j] = sum over taps and the group's CG channels c of x[n, id, ih, iw, g * CG + c] *
     w[g, kd, kh, kw, c, j], x and y channels-last (NDHWC; a 2-D convolution has D = KD = 1, a 1-D one H = KH = 1
     too); the group g is the grid's second axis. TRANSPOSED: the transposed convolution in gather form
-    (``_evoforge_conv_at``). FLAT_D: a depth of one in and out, compiled without the depth's arithmetic; FLAT_K:
-    (tap, channel) pairs gathered one by one."""
+    (``_evoforge_conv_at``). PHASED (transposed only): the outputs split by their phase along each dimension (the
+    grid's third axis; a phase's outputs ``r + S * j``, ``j`` below ``Q``), each phase reading only its own taps
+    (``k0 + ST * i``, ``i`` below ``T``), so a stride's other phases cost nothing. FLAT_D: a depth of one in and out,
+    compiled without the depth's arithmetic; FLAT_K: (tap, channel) pairs gathered one by one."""
     pid = tl.program_id(0)
     g = tl.program_id(1)
     grid_m = tl.cdiv(M, BLOCK_M)
@@ -95,64 +113,110 @@ def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: 
     pid_n = (pid % width) // size_m
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ow = offs_m % OW
-    oh = (offs_m // OW) % OH
-    if FLAT_D:
-        n = offs_m // (OW * OH)
-        od = 0
+    if PHASED:  # this program's phase (rd, rh, rw), its outputs r + S * j
+        phase = tl.program_id(2)
+        rw = phase % SW
+        rh = (phase // SW) % SH
+        rd = phase // (SW * SH)
+        ow = rw + SW * (offs_m % QW)
+        oh = rh + SH * ((offs_m // QW) % QH)
+        if FLAT_D:
+            n = offs_m // (QW * QH)
+            od = 0
+        else:
+            n = offs_m // (QW * QH * QD)
+            od = rd + SD * ((offs_m // (QW * QH)) % QD)
+        in_m = (offs_m < M) & (ow < OW) & (oh < OH) & (od < OD)
+        kw0, has_w = _evoforge_phase_tap(rw, SW, PW, DW, STW)
+        kh0, has_h = _evoforge_phase_tap(rh, SH, PH, DH, STH)
+        kd0, has_d = _evoforge_phase_tap(rd, SD, PD, DD, STD)
+        has = has_w & has_h & has_d
+        out_at = ((n * OD + od) * OH + oh) * OW + ow
     else:
-        n = offs_m // (OW * OH * OD)
-        od = (offs_m // (OW * OH)) % OD
-    in_m = offs_m < M
+        ow = offs_m % OW
+        oh = (offs_m // OW) % OH
+        if FLAT_D:
+            n = offs_m // (OW * OH)
+            od = 0
+        else:
+            n = offs_m // (OW * OH * OD)
+            od = (offs_m // (OW * OH)) % OD
+        in_m = offs_m < M
+        out_at = offs_m
     in_n = offs_n < KG
     x += g * CG  # the group's first channel
     w += g * (KD * KH * KW * CG * KG)  # the group's weights: [KD, KH, KW, CG, KG]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:
-        KTOT: tl.constexpr = KD * KH * KW * CG
+        KTOT: tl.constexpr = TD * TH * TW * CG if PHASED else KD * KH * KW * CG
         for k0 in range(0, KTOT, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             c = offs_k % CG
-            tap = offs_k // CG
-            ih, ok_h = _evoforge_conv_at(oh[:, None], ((tap // KW) % KH)[None, :], SH, PH, DH, H, TRANSPOSED)
-            iw, ok_w = _evoforge_conv_at(ow[:, None], (tap % KW)[None, :], SW, PW, DW, W, TRANSPOSED)
-            ok = in_m[:, None] & (offs_k < KTOT)[None, :] & ok_h & ok_w
+            t = offs_k // CG
+            in_k = offs_k < KTOT
+            if PHASED:  # the phase's own taps: k0 + ST * i along each dimension
+                kw = kw0 + STW * (t % TW)
+                kh = kh0 + STH * ((t // TW) % TH)
+                kd = kd0 + STD * (t // (TW * TH))
+                in_k = in_k & has & (kw < KW) & (kh < KH) & (kd < KD)
+                tap = (kd * KH + kh) * KW + kw
+            else:
+                tap = t
+                kw = tap % KW
+                kh = (tap // KW) % KH
+                kd = tap // (KH * KW)
+            ih, ok_h = _evoforge_conv_at(oh[:, None], kh[None, :], SH, PH, DH, H, TRANSPOSED)
+            iw, ok_w = _evoforge_conv_at(ow[:, None], kw[None, :], SW, PW, DW, W, TRANSPOSED)
+            ok = in_m[:, None] & in_k[None, :] & ok_h & ok_w
             if FLAT_D:
                 at = (n[:, None] * H + ih) * W + iw
             else:
-                i_d, ok_d = _evoforge_conv_at(od[:, None], (tap // (KH * KW))[None, :], SD, PD, DD, D, TRANSPOSED)
+                i_d, ok_d = _evoforge_conv_at(od[:, None], kd[None, :], SD, PD, DD, D, TRANSPOSED)
                 ok = ok & ok_d
                 at = ((n[:, None] * D + i_d) * H + ih) * W + iw
             a = tl.load(x + at * C + c[None, :], mask=ok, other=0.0)
-            b = tl.load(w + offs_k[:, None] * KG + offs_n[None, :], mask=(offs_k < KTOT)[:, None] & in_n[None, :],
+            b = tl.load(w + (tap * CG + c)[:, None] * KG + offs_n[None, :], mask=in_k[:, None] & in_n[None, :],
                         other=0.0)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     else:
         CB: tl.constexpr = (CG + BLOCK_K - 1) // BLOCK_K
-        for kk in range(0, KD * KH * KW * CB):
-            tap = kk // CB
-            ih, ok_h = _evoforge_conv_at(oh, (tap // KW) % KH, SH, PH, DH, H, TRANSPOSED)
-            iw, ok_w = _evoforge_conv_at(ow, tap % KW, SW, PW, DW, W, TRANSPOSED)
+        for kk in range(0, (TD * TH * TW if PHASED else KD * KH * KW) * CB):
+            t = kk // CB
+            if PHASED:  # the phase's own taps: k0 + ST * i along each dimension
+                kw = kw0 + STW * (t % TW)
+                kh = kh0 + STH * ((t // TW) % TH)
+                kd = kd0 + STD * (t // (TW * TH))
+                in_t = has & (kw < KW) & (kh < KH) & (kd < KD)
+                tap = (kd * KH + kh) * KW + kw
+            else:
+                tap = t
+                kw = tap % KW
+                kh = (tap // KW) % KH
+                kd = tap // (KH * KW)
+                in_t = kk >= 0  # every tap
+            ih, ok_h = _evoforge_conv_at(oh, kh, SH, PH, DH, H, TRANSPOSED)
+            iw, ok_w = _evoforge_conv_at(ow, kw, SW, PW, DW, W, TRANSPOSED)
             offs_k = (kk % CB) * BLOCK_K + tl.arange(0, BLOCK_K)
-            ok_m = in_m & ok_h & ok_w
+            ok_m = in_m & ok_h & ok_w & in_t
             if FLAT_D:
                 rows = ((n * H + ih) * W + iw) * C
             else:
-                i_d, ok_d = _evoforge_conv_at(od, tap // (KH * KW), SD, PD, DD, D, TRANSPOSED)
+                i_d, ok_d = _evoforge_conv_at(od, kd, SD, PD, DD, D, TRANSPOSED)
                 ok_m = ok_m & ok_d
                 rows = (((n * D + i_d) * H + ih) * W + iw) * C
             if CG % BLOCK_K == 0:  # whole channel blocks: no mask along K, so the loads vectorise
                 a = tl.load(x + rows[:, None] + offs_k[None, :], mask=ok_m[:, None], other=0.0)
-                b = tl.load(w + (tap * CG + offs_k)[:, None] * KG + offs_n[None, :], mask=in_n[None, :], other=0.0)
+                b = tl.load(w + (tap * CG + offs_k)[:, None] * KG + offs_n[None, :], mask=in_n[None, :] & in_t,
+                            other=0.0)
             else:
                 a = tl.load(x + rows[:, None] + offs_k[None, :], mask=ok_m[:, None] & (offs_k < CG)[None, :],
                             other=0.0)
                 b = tl.load(w + (tap * CG + offs_k)[:, None] * KG + offs_n[None, :],
-                            mask=(offs_k < CG)[:, None] & in_n[None, :], other=0.0)
+                            mask=(offs_k < CG)[:, None] & in_n[None, :] & in_t, other=0.0)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
     if HAS_BIAS:
         acc += tl.load(bias + g * KG + offs_n, mask=in_n, other=0.0)[None, :]
-    tl.store(y + offs_m[:, None] * K_OUT + g * KG + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
+    tl.store(y + out_at[:, None] * K_OUT + g * KG + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
 
 
 def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix, transposed=False, output_padding=(0,),
@@ -187,18 +251,38 @@ def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix, transpose
     xl = x5.permute(0, 2, 3, 4, 1).contiguous()  # NDHWC (no copy where x is channels-last already)
     wt = wt.contiguous()  # [G, KD, KH, KW, CG, KG]: a K row of a group's GEMM is one (tap, channel)
     y = torch.empty((n, od, oh, ow, k_out), device=x.device, dtype=x.dtype)
-    m = n * od * oh * ow
+    phased = bool(transposed) and _EVOFORGE_CONV_PHASED and max(stride) > 1
+    if phased:  # per dimension: a phase's outputs (q), the step between its taps (st) and their count (t)
+        q = tuple(triton.cdiv(o, s) for o, s in zip(out, stride, strict=True))
+        st = tuple(s // _evoforge_gcd(dl, s) for s, dl in zip(stride, dilation, strict=True))
+        t = tuple(triton.cdiv(k, step) for k, step in zip((kd, kh, kw), st, strict=True))
+    else:
+        q, st, t = out, (1, 1, 1), (kd, kh, kw)
+    m = n * q[0] * q[1] * q[2]
     names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "PRECISION")
     p = _EVOFORGE_CONV_ANY if prefix is None else {name: PARAMS[prefix + name] for name in names}
-    grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(kg, p["BLOCK_N"]), groups)
+    grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(kg, p["BLOCK_N"]), groups,
+            stride[0] * stride[1] * stride[2] if phased else 1)
     _evoforge_conv_ndhwc[grid](xl, wt, wt if bias is None else bias, y, m, d, h, wd, c, od, oh, ow, k_out, *stride,
                                *padding, *dilation, KD=kd, KH=kh, KW=kw, HAS_BIAS=bias is not None,
                                FLAT_D=d == 1 and od == 1 and kd == 1 and padding[0] == 0, FLAT_K=cg < 16, CG=cg,
-                               KG=kg, TRANSPOSED=bool(transposed),
+                               KG=kg, TRANSPOSED=bool(transposed), PHASED=phased, QD=q[0], QH=q[1], QW=q[2],
+                               TD=t[0], TH=t[1], TW=t[2], STD=st[0], STH=st[1], STW=st[2],
                                BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], GROUP_M=p["GROUP_M"],
                                PRECISION=p["PRECISION"], num_warps=p["num_warps"], num_stages=p["num_stages"])
     out = y.permute(0, 4, 1, 2, 3).reshape(n, k_out, *(od, oh, ow)[lead:])  # a view: NDHWC memory, NC... shape
     return out if channels_last else out.contiguous()
+
+
+def _evoforge_gcd(a, b):
+    while b:
+        a, b = b, a % b
+    return a
+
+
+#: A transposed convolution's outputs split by phase, each reading its own taps (False: the gather form alone, every
+#: tap of every output, those of a stride's other phases masked).
+_EVOFORGE_CONV_PHASED = True
 '''
 
 

@@ -149,8 +149,13 @@ def probe(spec: str, precisions: list[str], deadline: float) -> dict[str, Any]:
                 return _KERNEL["_evoforge_conv"](xl, w, bias, stride, padding, dilation, "p_", transposed,
                                                  output_padding, mod.groups)
 
-            e = err(run())
-            row["configs"].append({**p, "ms": bench(run), "err": e})
+            forms = [True, False] if transposed and max(stride) > 1 else [True]
+            for phased in forms:  # a transposed one split by output phase, and in the gather form alone
+                _KERNEL["_EVOFORGE_CONV_PHASED"] = phased
+                e = err(run())
+                row["configs"].append({**p, "ms": bench(run), "err": e,
+                                       **({"phased": phased} if len(forms) > 1 else {})})
+            _KERNEL["_EVOFORGE_CONV_PHASED"] = True
         except Exception as ex:  # noqa: BLE001
             row["configs"].append({**p, "error": f"{type(ex).__name__}: {str(ex)[:200]}"})
     return row
@@ -195,7 +200,8 @@ def main() -> None:
         base = row["baselines"]["cudnn_ref"]["ms"]
         print(spec, row["x"], row["weight"], {k: (round(v["ms"], 3), f"{v['err']:.1e}") for k, v in row["baselines"].items()})
         for c in sorted((c for c in row["configs"] if "ms" in c), key=lambda c: (c["PRECISION"], c["ms"]))[:12]:
-            print(f"   {c['PRECISION']:7s} {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}"
+            form = {True: " phased", False: " gather"}.get(c.get("phased"), "")
+            print(f"   {c['PRECISION']:7s}{form} {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} w{c['num_warps']} s{c['num_stages']}"
                   f" {c['ms']:.3f} ms ({base / c['ms']:.2f}x cuDNN as the reference calls it) err {c['err']:.1e}")
         for c in row["configs"]:
             if "error" in c:
