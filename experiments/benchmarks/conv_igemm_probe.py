@@ -162,10 +162,20 @@ def probe(spec: str, precisions: list[str], deadline: float) -> dict[str, Any]:
 
 
 def _ensure_kernel() -> None:
+    global _KERNEL
     if "_evoforge_conv" not in _KERNEL:
+        import tempfile
+
         from evoforge.mutators.conv_kernel import KERNEL_SOURCE
 
-        exec(compile(KERNEL_SOURCE, "evoforge.mutators.conv_kernel.KERNEL_SOURCE", "exec"), _KERNEL)
+        # Triton's @jit reads a kernel's source back from its file: the seed's kernel is written to one and loaded.
+        path = Path(tempfile.mkdtemp(prefix="conv_probe_")) / "evoforge_conv_kernel.py"
+        path.write_text("import torch\nimport triton\nimport triton.language as tl\nPARAMS = {}\n" + KERNEL_SOURCE)
+        spec = importlib.util.spec_from_file_location("evoforge_conv_kernel", path)
+        module = importlib.util.module_from_spec(spec)
+        assert spec.loader is not None
+        spec.loader.exec_module(module)
+        _KERNEL = vars(module)  # the kernel's globals: PARAMS and the phase toggle are read from here
 
 
 def main() -> None:
