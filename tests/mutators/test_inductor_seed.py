@@ -39,7 +39,8 @@ LIVE_CAPTURES: dict[str, list[tuple[str, dict, tuple[str, ...]]]] = {
         ("L1/41", {"batch_size": 2, "features": 4, "sequence_length": 64}, ())],
     "test_a_gemm_whose_k_dwarfs_m_and_n_still_gets_a_template_main_path": [("L1/6", {"M": 16, "N": 16, "K": 1024}, ())],
     "test_the_gemm_builds_are_the_first_variants_a_campaign_evaluates": [
-        ("L2/55", {"batch_size": 8, "in_features": 32, "out_features": 16}, ())],
+        ("L2/55", {"batch_size": 8, "in_features": 32, "out_features": 16}, ()),
+        ("L2/55", {"batch_size": 8, "in_features": 32, "out_features": 16}, ("addmm",))],
     "test_dropouts_seed_draw_is_no_vendor_call_and_the_task_starts_under_the_strict_rule": [
         ("L2/66", {"batch_size": 8, "in_features": 32, "out_features": 16}, ())],
     "test_a_transposed_convolution_task_starts_under_the_strict_rule": [
@@ -761,9 +762,47 @@ def test_the_gemm_builds_are_the_first_variants_a_campaign_evaluates(live_captur
     """A task with a GEMM and a reduction has variants of both kinds; the GEMM builds come first, as a campaign
     evaluates them in the capture's order (on the H200 a 3.5-minute campaign of ten tasks made three evaluations
     each, and on L2/55 and L2/84 the reduction variants took them: the GEMM build, 1.6x elsewhere, never ran)."""
-    capture = live_capture("L2/55", {"batch_size": 8, "in_features": 32, "out_features": 16})
-    names = [v["name"] for v in capture.variants]
+    small = {"batch_size": 8, "in_features": 32, "out_features": 16}
+    names = [v["name"] for v in live_capture("L2/55", small, ("addmm",)).variants]
     assert names[:2] == ["triton-gemm", "triton-gemm-exact-tiles"] and len(names) > 2, names
+    # Under the strict rule a reduction variant still calls cuBLAS: it is not compiled (it could only start as the
+    # GEMM build's shape-generic path alone, and its compile cost set-up time); the GEMM builds are all there is.
+    strict = live_capture("L2/55", small)
+    assert [v["name"] for v in strict.variants] == ["triton-gemm", "triton-gemm-exact-tiles"], strict.variants
+    source = seed_from_capture(strict)
+    assert "def forward_main_shape" in source and "torch.addmm" not in source
+
+
+_COUNT_AUTOTUNES = """
+import json, sys
+from torch._dynamo.utils import counters
+from evoforge.mutators import inductor_capture
+capture = inductor_capture.capture(sys.argv[1], overrides=json.loads(sys.argv[2]), device="cpu")
+print(json.dumps({"autotunes": counters["inductor"]["select_algorithm_autotune"],
+                  "variants": [v["name"] for v in capture.variants], "gemm": bool(capture.gemm)}))
+"""
+
+
+def test_the_gemm_builds_shape_generic_compile_autotunes_nothing(tmp_path):
+    """Under the strict rule a GEMM task's capture autotunes Inductor's template once per main-shape build (the
+    two GEMM variants), not for the shape-generic build as well: its kernels run only at the chain's other shapes,
+    and each autotuning takes the device's turn (on the H100 the captures of 14 GEMM tasks had not all finished
+    after 960 s). Counted by Inductor's own counter in a capture process of its own."""
+    import os
+    import subprocess
+    import sys
+
+    from evoforge.task import resolve_task_path
+
+    proc = subprocess.run([sys.executable, "-c", _COUNT_AUTOTUNES, str(resolve_task_path("L2/55")),
+                           json.dumps({"batch_size": 8, "in_features": 32, "out_features": 16})],
+                          capture_output=True, text=True, timeout=900,
+                          # a cache of its own: no autotuning read back from an earlier capture's
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["gemm"] and seen["variants"] == ["triton-gemm", "triton-gemm-exact-tiles"], seen
+    assert seen["autotunes"] == 2, seen
 
 
 def test_dropouts_seed_draw_is_no_vendor_call_and_the_task_starts_under_the_strict_rule(live_capture, interpreter_evaluator):
