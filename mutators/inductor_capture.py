@@ -30,10 +30,12 @@ from evoforge.mutators.inductor_common import (
     _TF32X3_DOT,
     CONV_AS_GEMM,
     GEMM_BUILD,
+    GEMM_OPS,
     INDUCTOR_VARIANTS,
     TF32X3_TILES,
     InductorCapture,
     NoInductorSeed,
+    op_allowed,
 )
 from evoforge.mutators.inductor_seed import _dotted, _helper_closure, _kernels_and_call
 
@@ -45,8 +47,6 @@ _EXTERN_CONV = re.compile(r"\b(extern_kernels\.convolution|aten\.convolution\.de
 #: a value no GEMM reaches.
 _DECOMPOSE_K = "triton.decompose_k_threshold"
 _NO_DECOMPOSE_K = 1 << 40
-#: The vendor GEMMs a GEMM build replaces by Inductor's template.
-_GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm")
 #: For the GEMM build's shape-generic compile: Inductor's template offered with one config, so nothing is autotuned.
 #: Those kernels run only at the shapes that are not the main one (the chain's odd and extra shapes, for
 #: correctness); the main shape's path is its own static build, autotuned. Autotuning the generic build too timed
@@ -350,13 +350,13 @@ def _variants(model: Any, inputs: list[Any], main: InductorCapture, made: Any, *
         kinds.add("extern_gemm")
     vendor = set(_EXTERN_GEMM.findall(main.output_code)) | ({"convolution"} if _EXTERN_CONV.search(main.output_code)
                                                              else set())
-    disallowed = {op for op in vendor if op not in allow_ops and f"aten.{op}" not in allow_ops}
+    disallowed = {op for op in vendor if not op_allowed(op, allow_ops)}
     seen = [_kernel_bodies(main.output_code)]
     out = []
     for name, (config, changes) in INDUCTOR_VARIANTS.items():
         if not kinds & set(changes):
             continue
-        if disallowed and not (config.get("max_autotune_gemm") and disallowed <= set(_GEMM_OPS)):
+        if disallowed and not (config.get("max_autotune_gemm") and disallowed <= set(GEMM_OPS)):
             continue
         torch._dynamo.reset()
         try:
@@ -466,7 +466,8 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
             tf32x3 = bool(options.pop(TF32X3_TILES, False)) and _fp32_only(model, inputs)
             options.pop(CONV_AS_GEMM, None)
             if not hasattr(getattr(inductor_config, "test_configs", None), "max_mm_configs"):
-                options.pop("test_configs.max_mm_configs", None)  # a torch without the option: autotuned as before
+                for key in _ONE_GEMM_CONFIG:  # a torch without the option: autotuned as before
+                    options.pop(key, None)
             gemm_build = bool(options.get("max_autotune_gemm"))
             if gemm_build and not torch.cuda.is_available():
                 # Inductor benchmarks a template with its epilogue fused by loading the pair as a module, which

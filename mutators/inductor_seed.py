@@ -32,6 +32,7 @@ from evoforge.mutators.inductor_common import (
     VENDOR_CALL,
     InductorCapture,
     NoInductorSeed,
+    op_allowed,
 )
 from evoforge.mutators.lift import value_range
 
@@ -390,7 +391,7 @@ class _CallRewrite(ast.NodeTransformer):
             if op in _SEED_DRAWS:  # the seed of the kernels' own random numbers, from torch's generator
                 if name.startswith("aten."):
                     node.func = ast.parse("torch.ops." + name, mode="eval").body
-            elif op not in self.allow_ops and f"aten.{op}" not in self.allow_ops:
+            elif not op_allowed(op, self.allow_ops):
                 self.vendor.append(op)
             elif name.startswith("extern_kernels.") and op in EXTERN_OPS:
                 node.func = ast.parse(EXTERN_OPS[op], mode="eval").body
