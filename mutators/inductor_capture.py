@@ -51,7 +51,8 @@ _NO_DECOMPOSE_K = 1 << 40
 #: Those kernels run only at the shapes that are not the main one (the chain's odd and extra shapes, for
 #: correctness); the main shape's path is its own static build, autotuned. Autotuning the generic build too timed
 #: every template config once more in the device's turn: on the H100 the captures of 14 GEMM tasks under the strict
-#: rule had not all finished after 960 s (experiments/results/kernelbench/README.md, 2026-12-05).
+#: rule had not all finished after 960 s (2026-12-05; that log was not kept); on the H200 with one autotuning fewer
+#: they took 298 s (experiments/results/kernelbench/README.md, S part 2, 2026-12-06).
 _ONE_GEMM_CONFIG = {"test_configs.max_mm_configs": 1}
 
 
