@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import optuna
@@ -58,6 +58,7 @@ class OptunaTuner:
                  n_startup_trials: int | None = None) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.space = space
+        self._sampler_name, self._n_startup_trials = sampler, n_startup_trials
         self._rng = np.random.default_rng(seed)
         self._study = optuna.create_study(direction="minimize",
                                           sampler=make_sampler(sampler, seed=seed, n_startup_trials=n_startup_trials))
@@ -190,6 +191,27 @@ class OptunaTuner:
             state=TrialState.FAIL if value is None else TrialState.COMPLETE, value=value, params=params,
             distributions={k: self._dists[k] for k in params},
             constraints={FAILURE_CONSTRAINT: violation} if self._constraints and value is not None else None)
+
+    def start_round(self, *, seed: int, seen: set[tuple[int, ...]], running: Iterable[tuple[int, ...]]) -> None:
+        """Ask from here as a tuner made now with ``seed``, told every result so far in the order they were told
+        and then the configs under way (``running``, in that order) would: a new sampler (and duplicate stand-ins)
+        seeded with ``seed`` over the same finished trials, the configs under way as running trials after them (TPE's
+        constant liar reads those), ``seen`` what it may not propose. Costs one trial a result over a search, where a
+        study rebuilt for each round adds every result again."""
+        self._study.sampler = make_sampler(self._sampler_name, seed=seed, n_startup_trials=self._n_startup_trials)
+        self._rng = np.random.default_rng(seed)
+        self.seen = set(seen)
+        for idx in running:  # enter the study at the round's first ask, after the results told before it
+            self.enqueue(idx)
+
+    def end_round(self) -> None:
+        """The round's running trials (the configs under way, its proposals) leave the study as FAIL, which no
+        sampler reads, so each result told later is added after every earlier one, as a rebuilt study holds it."""
+        for trial in self._trials.values():
+            if trial is not None:
+                self._study.tell(trial, state=TrialState.FAIL)
+        self._trials = {}
+        self._asked = False
 
     def nearest_unseen(self, idx: Sequence[int]) -> tuple[int, ...] | None:
         """The unseen config closest to ``idx`` (ties broken at random): a duplicate's stand-in."""

@@ -128,6 +128,7 @@ class StructureTuner:
         self._own_explorer = explorer == sampler
         self.explored = 0
         self._explorer_seed = seed + 104_729
+        self._explorer: OptunaTuner | None = None  # its study, once it first proposes
         self.sources = BetaBandit((WALK, EXPLORE), seed=seed + 3_571)
         self._source_of: dict[tuple[int, ...], str] = {}  # proposals under way of the walk or the explorer
         self.patience = patience
@@ -220,23 +221,30 @@ class StructureTuner:
         return None if asked % self.explore_every == 0 else WALK
 
     def _explore(self) -> tuple[int, ...] | None:
-        """The explorer's proposal: a fresh study of it told every result so far (the configs under way as running
-        trials), asked once; where the explorer is the tuner's own kind of sampler, that one's (asked by ``ask``)."""
+        """The explorer's proposal: its sampler seeded afresh for each proposal over every result so far (what a
+        study built now and told them all would propose; ``OptunaTuner.start_round``), asked once; where the
+        explorer is the tuner's own kind of sampler, that one's (asked by ``ask``)."""
         if self._own_explorer:
             return None
-        explorer = OptunaTuner(space=self.space, sampler=self.explorer, seed=self._explorer_seed + self.explored,
-                               n_startup_trials=max(self.n_start, 1) if self.explorer in ("tpe", "gp") else None)
-        for idx, ms in self.results.items():
-            explorer.tell(idx, ms, penalize=self.kinds.get(idx) is not FailureKind.PROPERTY)
-        for idx in self.seen - self.results.keys():
-            explorer.enqueue(idx)
+        if self._explorer is None:  # told every result from here on, as it comes (``tell``)
+            self._explorer = OptunaTuner(space=self.space, sampler=self.explorer, seed=self._explorer_seed,
+                                         n_startup_trials=max(self.n_start, 1) if self.explorer in ("tpe", "gp")
+                                         else None)
+            for idx, ms in self.results.items():
+                self._explorer.tell(idx, ms, penalize=self.kinds.get(idx) is not FailureKind.PROPERTY)
+        explorer = self._explorer
+        explorer.start_round(seed=self._explorer_seed + self.explored, seen=set(self.results),
+                             running=self.seen - self.results.keys())
         self.explored += 1
         kernels = self._proposed_kernels()
-        for _ in range(_TWIN_RETRIES + 1):
-            idx = explorer.ask()
-            if idx is None or not self._twin(idx, kernels):
-                return idx
-        return None
+        try:
+            for _ in range(_TWIN_RETRIES + 1):
+                idx = explorer.ask()
+                if idx is None or not self._twin(idx, kernels):
+                    return idx
+            return None
+        finally:
+            explorer.end_round()
 
     def mark(self, idx: Sequence[int]) -> None:
         """Treat ``idx`` as proposed (it is being evaluated elsewhere) so it is never proposed again."""
@@ -271,6 +279,8 @@ class StructureTuner:
             self.choices.observe(idx, runtime_ms, self.results)
         wrong = self.kinds.get(idx) is FailureKind.PROPERTY
         self.sampler.tell(idx, runtime_ms, penalize=not wrong)
+        if self._explorer is not None:
+            self._explorer.tell(idx, runtime_ms, penalize=not wrong)
         self._failure_model = None
         self._pfail_cache = {}
         self._cause_model = None

@@ -231,3 +231,49 @@ def test_the_walk_and_the_explorer_share_the_proposals_by_what_improves_the_incu
         assert hinted._source_of.get(idx) != EXPLORE
         hinted.tell(idx, ms(idx))
     assert hinted.explored == 0 and sum(map(sum, hinted.sources.outcomes.values())) > 0
+
+
+def test_the_explorer_proposes_what_a_study_rebuilt_from_every_result_would_adding_each_result_once() -> None:
+    """The exploring sampler is asked each round as if its study were built then from every result (the configs
+    under way as running trials, which TPE's constant liar reads), but the study grows by one trial a result
+    instead of being rebuilt (issue AA: the rebuild's cost grew with each task's history). With four configs in
+    flight, failures among the results, and a rebuilt study as the yardstick at every round."""
+    from evoforge.search.strategies.proposals import FailureKind
+    from evoforge.search.tuning.optuna_tuner import OptunaTuner
+
+    space = ParamSpace.from_dict({"BLOCK": [16, 32, 64, 128, 256], "num_warps": [1, 2, 4, 8], "stages": [1, 2, 3]})
+
+    def ms(idx: tuple[int, ...]) -> float | None:
+        return None if idx == (4, 0, 2) else 1.0 + 0.2 * abs(idx[0] - 1) + 0.1 * idx[1] + 0.05 * idx[2]
+
+    tuner = StructureTuner(space=space, seed=3, sampler="cmaes")
+    real_explore, rounds, checked = tuner._explore, [0], []
+
+    def rebuilt_then_real() -> tuple[int, ...] | None:  # the pre-AA explorer, asked once, beside the real one
+        fresh = OptunaTuner(space=space, sampler="tpe", seed=tuner._explorer_seed + tuner.explored,
+                            n_startup_trials=max(tuner.n_start, 1))
+        for idx, value in tuner.results.items():
+            fresh.tell(idx, value, penalize=tuner.kinds.get(idx) is not FailureKind.PROPERTY)
+        for idx in tuner.seen - tuner.results.keys():
+            fresh.enqueue(idx)
+        expected = fresh.ask()
+        got = real_explore()
+        rounds[0] += 1
+        if not tuner._twin(expected):  # a twin is asked again: the first answer is the one compared
+            checked.append((expected, got))
+        return got
+
+    tuner._explore = rebuilt_then_real  # type: ignore[method-assign]
+    in_flight: list[tuple[int, ...]] = []
+    for _ in range(40):
+        while len(in_flight) < 4:
+            idx = tuner.ask()
+            if idx is None:
+                break
+            in_flight.append(idx)
+        idx = in_flight.pop(0)
+        tuner.tell(idx, ms(idx))
+    assert rounds[0] >= 5 and len(checked) >= 5
+    assert all(expected == got for expected, got in checked), checked
+    complete = [t for t in tuner._explorer.study.trials if t.state.name == "COMPLETE"]
+    assert len(complete) == len(tuner.results)  # each result once (the failure here is penalized: COMPLETE too)
