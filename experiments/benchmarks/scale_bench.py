@@ -14,7 +14,9 @@ Per evaluation: driver CPU time (the driver process's CPU time over the evaluati
 legality check, the precheck, the cache, the candidate file), the result's way back (``Campaign._absorb``: the
 strategy told, the trial written) and the record's write alone (``OptunaStore.record``); each in ten windows of the
 run, so growth with the record shows. End to end: evaluations per second, the driver's peak memory, the record's
-size. ``--profile`` keeps a cProfile of the driver of the largest run.
+size. ``--profile`` keeps a cProfile of the driver of the largest run. ``--nodes K`` runs them on a local multi-node Ray
+(a head and K-1 worker nodes on this machine, Ray's ``cluster_utils``), the campaign joining it by address as it joins a
+cluster, the actors spread over the nodes.
 
     .venv/bin/python experiments/benchmarks/scale_bench.py --evals 1000 10000 --devices 1 8 32 128 \\
         --storage sqlite postgresql --out experiments/results/scale/
@@ -370,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="a cProfile of the driver of the largest run")
     p.add_argument("--resume-report", action="store_true", help="time --resume and report on the largest record")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--nodes", type=int, default=1,
+                   help="a local multi-node Ray of this many nodes (Ray's own cluster_utils: a head and NODES-1 worker "
+                        "nodes on this machine, the actors spread over them by their CPUs), joined as a cluster is "
+                        "(ray_address); default 1: Ray embedded, as a campaign starts it")
     p.add_argument("--work", default="", help="folder for run directories (default: a temporary one)")
     p.add_argument("--out", default=str(REPO / "experiments/results/scale"))
     p.add_argument("--tag", default="scale", help="results file name (OUT/TAG.json)")
@@ -382,12 +388,26 @@ def main(argv: list[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    import ray
     from evoforge.search.pool import init_ray
 
     work = Path(args.work or tempfile.mkdtemp(prefix="evoforge-scale-"))
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    init_ray("", num_cpus=max(2, -(-max(args.devices) // args.devices_per_actor)))
+    actors = -(-max(args.devices) // args.devices_per_actor)
+    cluster = None
+    if args.nodes > 1:
+        os.environ["RAY_AUTH_MODE"] = "disabled"  # the nodes' daemons start without token auth, as a local start does
+        from ray.cluster_utils import Cluster
+
+        per_node = max(1, -(-actors // args.nodes))  # no node holds every actor: each takes its share of them
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": per_node, "include_dashboard": False})
+        for _ in range(args.nodes - 1):
+            cluster.add_node(num_cpus=per_node)
+        cluster.wait_for_nodes()
+        init_ray(cluster.address)
+    else:
+        init_ray("", num_cpus=max(2, actors))
     url, stop = (None, None)
     combos = [(e, d, s) for s in args.storage for e in args.evals for d in args.devices]
     if args.only:
@@ -406,7 +426,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"host": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform(),
                     "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
         "versions": versions(), "landscapes": [p.name for p in landscape_files()],
-        "devices_per_actor": args.devices_per_actor, "skipped": skipped, "runs": []}
+        "devices_per_actor": args.devices_per_actor, "skipped": skipped, "runs": [],
+        "ray_nodes": [{"cpus": n["Resources"].get("CPU"), "head": bool(n["Resources"].get("node:__internal_head__"))}
+                      for n in ray.nodes() if n["Alive"]]}
     if url:
         results["versions"]["postgresql"] = pg_version(url)
     try:
@@ -426,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if stop and url:
             stop()
+        if cluster is not None:
+            ray.shutdown()
+            cluster.shutdown()
     return 0
 
 
