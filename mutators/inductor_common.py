@@ -55,6 +55,8 @@ _EXTERN_GEMM = re.compile(r"\bextern_kernels\.(" + "|".join(GEMM_OPS) + r")\(")
 def op_allowed(op: str, allow_ops: tuple[str, ...] | list[str]) -> bool:
     """A library op of Inductor's output code (``addmm``) is one the task allows, by its name or its aten name."""
     return op in allow_ops or f"aten.{op}" in allow_ops
+
+
 #: In the order a campaign evaluates them, the GEMM builds first: a task's GEMM is most of its time, and on the H200
 #: the ``triton-gemm`` variant ran 1.58-1.63x torch.compile on six level-2 GEMM tasks where it was evaluated, while a
 #: campaign of 3.5 minutes for ten tasks made three evaluations each: on L2/55 and L2/84 the reduction variants
