@@ -155,4 +155,5 @@ class TaskStarts:
         """The knowledge base's shape starts beside the seed (``evoforge.starts.knowledge``); none with it off."""
         if not self.config.knowledge:
             return []
-        return knowledge_starts(task, seed, self.input_shapes.get(task.name, ()), self.config.arch)
+        cuda = str(getattr(self.backend, "device", "")).startswith("cuda")
+        return knowledge_starts(task, seed, self.input_shapes.get(task.name, ()), self.config.arch, cuda=cuda)

@@ -27,6 +27,13 @@ The rules (each a fact of the hardware, not a measured answer):
   knowledge/templates/matmul.py's bf16 split). On the H200 the two ran 1.8-3.1x and 2.1-3.5x torch.compile on 15
   KernelBench GEMM tasks where the seed's start (three TF32 passes in the K loop) ran 0.93-1.66x
   (experiments/results/kernelbench/gemm_split_moves_2026-12-03.jsonl).
+- **A convolution kernel whose dot can round its operands to TF32** (``PRECISION`` offers ``tf32-round``, the
+  ``triton-conv`` kernel of mutators/conv_kernel.py) on an NVIDIA device: cuDNN computes an fp32 convolution in TF32
+  by default (``torch.backends.cudnn.allow_tf32``), its operands rounded to nearest; where that is the reference's
+  own arithmetic (15 of the 21 convolution tasks of issue R's sample on the H200,
+  experiments/results/kernelbench/conv_algos_2026-12-04.jsonl) one TF32 pass on operands so rounded is as far from
+  float64 as the reference and a third of the dot's work of the start's bf16 parts (``tf32_round_starts``). One
+  start, every such kernel at once; where the reference is exact fp32 the chain refuses it.
 """
 
 from __future__ import annotations
@@ -154,3 +161,26 @@ def split_starts(space: dict[str, list[Any]], params: dict[str, Any], arch: str,
                 seen.append(full)
                 out.append(Start(change=change, why=why, params=full))
     return out
+
+
+#: The convolution kernel's rounded-TF32 path (mutators/conv_kernel.py ``TF32_ROUND``).
+TF32_ROUND = "tf32-round"
+
+
+def tf32_round_starts(space: dict[str, list[Any]], params: dict[str, Any], arch: str, *, cudnn: bool,
+                      source: str | None = None) -> list[Start]:
+    """Where the reference's convolutions run in cuDNN (``cudnn``: the campaign's device is a CUDA one): one start
+    with every ``PRECISION`` key that offers ``tf32-round`` (and does not start there) set to it, where the hard
+    rules accept it; none elsewhere (on a CPU the reference's convolution is exact fp32)."""
+    if not cudnn:
+        return []
+    change = {key: TF32_ROUND for key, values in space.items()
+              if key.endswith("PRECISION") and TF32_ROUND in values and params.get(key) != TF32_ROUND}
+    if not change:
+        return []
+    full = {**params, **change}
+    ok, _ = is_legal(full, arch, source=source)
+    if not ok:
+        return []
+    return [Start(change=change, why="fp32 convolution: operands rounded to TF32 as cuDNN's TF32 rounds them, one "
+                  "TF32 pass (the reference's own arithmetic where cuDNN's TF32 computes it)", params=full)]

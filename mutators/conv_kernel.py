@@ -46,8 +46,16 @@ from typing import Any
 TRITON_CONV = "triton-conv"
 #: The precisions the kernel's dot may take: bf16 parts (three products) and three TF32 passes, each about fp32's
 #: error; one TF32 pass (7.9e-4 from float64 on L2/1's convolution, where cuDNN's TF32 is 3.0e-4) and exact fp32 on
-#: FMA units. On a CPU (the interpreter) only ``ieee`` computes what its name says.
-PRECISIONS = ("bf16x3", "tf32x3", "tf32", "ieee")
+#: FMA units. ``tf32-round`` is one TF32 pass on operands first rounded to nearest at TF32's 11 significant bits
+#: (``_evoforge_tf32_round``): the tensor cores read an fp32 operand's top 19 bits and drop the rest (a truncation,
+#: biased, 2.6x cuDNN's error on L2/1), while cuDNN's TF32 rounds, so where cuDNN's TF32 is the reference's own
+#: arithmetic (15 of the 21 convolution tasks of issue R's sample) this path computes what the reference computes
+#: and the chain's float64 criterion (its yardstick the reference's own distance from float64) can admit it; where
+#: the reference is exact fp32 it fails the chain as plain TF32 does. On a CPU (the interpreter) only ``ieee`` and
+#: ``tf32-round`` compute what their names say.
+PRECISIONS = ("bf16x3", "tf32x3", "tf32-round", "tf32", "ieee")
+#: The value of ``PRECISION`` that rounds the operands to TF32 before a TF32 dot.
+TF32_ROUND = "tf32-round"
 #: The kernel's tuned values (each a SPACE entry ``convI_NAME``) and where they start: on the H200 128x64x32 with
 #: 4 warps and 4 stages was within 20% of the best of eight tiles on both convolutions probed (64 and 8 input
 #: channels), in bf16x3.
@@ -56,6 +64,24 @@ TILES: dict[str, tuple[list[int], int]] = {
     "GROUP_M": ([1, 8], 8), "num_warps": ([4, 8], 4), "num_stages": ([2, 3, 4], 4)}
 
 KERNEL_SOURCE = '''
+
+@triton.jit
+def _evoforge_tf32_round(v):
+    """fp32 ``v`` rounded to nearest, ties to even, at TF32's 11 significant bits (the low 13 bits of the significand
+    zero), as cuDNN's TF32 rounds its operands: a TF32 dot then reads them whole instead of dropping those bits."""
+    bits = v.to(tl.int32, bitcast=True)
+    bits = (bits + 0xFFF + ((bits >> 13) & 1)) & -8192
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _evoforge_dot(a, b, acc, PRECISION: tl.constexpr):
+    """acc + a @ b at the kernel's ``PRECISION`` (``tf32-round``: operands rounded to TF32, then one TF32 pass)."""
+    if PRECISION == "tf32-round":
+        return tl.dot(_evoforge_tf32_round(a), _evoforge_tf32_round(b), acc, input_precision="tf32")
+    else:
+        return tl.dot(a, b, acc, input_precision=PRECISION)
+
 
 @triton.jit
 def _evoforge_conv_at(o, k, S: tl.constexpr, P: tl.constexpr, DL: tl.constexpr, SIZE: tl.constexpr,
@@ -177,7 +203,7 @@ def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: 
             a = tl.load(x + at * C + c[None, :], mask=ok, other=0.0)
             b = tl.load(w + (tap * CG + c)[:, None] * KG + offs_n[None, :], mask=in_k[:, None] & in_n[None, :],
                         other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            acc = _evoforge_dot(a, b, acc, PRECISION)
     else:
         CB: tl.constexpr = (CG + BLOCK_K - 1) // BLOCK_K
         for kk in range(0, (TD * TH * TW if PHASED else KD * KH * KW) * CB):
@@ -213,7 +239,7 @@ def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: 
                             other=0.0)
                 b = tl.load(w + (tap * CG + offs_k)[:, None] * KG + offs_n[None, :],
                             mask=(offs_k < CG)[:, None] & in_n[None, :] & in_t, other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            acc = _evoforge_dot(a, b, acc, PRECISION)
     if HAS_BIAS:
         acc += tl.load(bias + g * KG + offs_n, mask=in_n, other=0.0)[None, :]
     tl.store(y + out_at[:, None] * K_OUT + g * KG + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])

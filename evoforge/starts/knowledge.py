@@ -1,6 +1,7 @@
 """Configs the knowledge base's shape rules start beside a task's seed (``knowledge/starts.py``): stream-K or split-K
-where a GEMM has fewer output tiles than SMs, a K tile within K, an fp32 GEMM's operands split into bf16 parts; each
-evaluated right after the seed as operator ``knowledge-start``."""
+where a GEMM has fewer output tiles than SMs, a K tile within K, an fp32 GEMM's operands split into bf16 parts, a
+convolution kernel's operands rounded to TF32 as cuDNN's are; each evaluated right after the seed as operator
+``knowledge-start``."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ log = logging.getLogger("evoforge.campaign")
 KNOWLEDGE_START = "knowledge-start"
 
 
-def knowledge_starts(task: Task, seed: Candidate, input_shapes: tuple[tuple[int, ...], ...], arch: Any) -> list[Candidate]:
+def knowledge_starts(task: Task, seed: Candidate, input_shapes: tuple[tuple[int, ...], ...], arch: Any, *,
+                     cuda: bool = False) -> list[Candidate]:
     """The shape rules' starts for ``task`` beside ``seed`` (its inputs' shapes at the main shape ``input_shapes``,
-    the knowledge base's hardware ``arch``); none for a seed without a SPACE or the reference as an LLM's start."""
-    from evoforge.knowledge.starts import shape_starts, split_starts
+    the knowledge base's hardware ``arch``; ``cuda``: the campaign's device is a CUDA GPU, where cuDNN computes the
+    reference's convolutions); none for a seed without a SPACE or the reference as an LLM's start."""
+    from evoforge.knowledge.starts import shape_starts, split_starts, tf32_round_starts
 
     if seed.meta.get("reference"):
         return []
@@ -33,6 +36,7 @@ def knowledge_starts(task: Task, seed: Candidate, input_shapes: tuple[tuple[int,
     # would take as a child must not be refused here
     starts = shape_starts(space, params, input_shapes, arch, source=seed.source)
     starts += split_starts(space, params, arch, source=seed.source)
+    starts += tf32_round_starts(space, params, arch, cudnn=cuda, source=seed.source)
     for start in starts:
         log.warning("task %s: the knowledge base starts a config beside the seed: %s", task.name, start.why)
     return [seed.with_params(start.change, operator=KNOWLEDGE_START, parents=(seed.id,),

@@ -175,3 +175,32 @@ def test_a_campaign_on_a_large_k_gemm_evaluates_the_split_k_start(tmp_path, caps
     start = json.loads(trials[1].user_attrs["params"])
     # 1 tile for 132 SMs, 64 K tiles: the most splits that keep 4 K tiles each
     assert start["SPLIT_K"] == 16 and trials[1].user_attrs["status"] == "ok", trials[1].user_attrs
+
+
+def test_a_convolution_kernel_starts_on_rounded_tf32_where_cudnn_computes_the_reference():
+    """The ``triton-conv`` build of a captured convolution task (two convolutions here) gets one start with every
+    convolution's dot on operands rounded to TF32 (cuDNN's TF32, the reference's own arithmetic by default on a CUDA
+    GPU), legal under the hard rules; none on a CPU (the reference's convolution is exact fp32 there), none where
+    every kernel already starts there, none for a GEMM template's PRECISION (an fp32 GEMM reference is exact)."""
+    from evoforge.knowledge.starts import TF32_ROUND, tf32_round_starts
+    from evoforge.mutators.conv_kernel import PRECISIONS, with_triton_conv
+    from evoforge.mutators.inductor_seed import InductorCapture, seed_from_capture
+
+    from tests.conftest import FIXTURES
+
+    capture = (FIXTURES / "inductor" / "level2_87_Conv2d_Subtract_Subtract_Mish.main.cpu.json").read_text()
+    seed = seed_from_capture(InductorCapture.from_json(capture), allow_ops=("convolution",))
+    call = next(line for line in seed.splitlines() if "torch.convolution(" in line).strip()
+    twice = seed.replace(call, call + "\n        " + call, 1)  # the same convolution twice: two kernels
+    assert TF32_ROUND in PRECISIONS
+    for source, convs in ((seed, 1), (twice, 2)):
+        built = with_triton_conv(source)
+        assert built is not None
+        space, params = declared_space(built)
+        starts = tf32_round_starts(space, params, ARCH, cudnn=True, source=built)
+        assert [s.change for s in starts] == [{f"conv{i}_PRECISION": TF32_ROUND for i in range(convs)}]
+        assert knowledge.is_legal(starts[0].params, ARCH, source=built)[0]
+        assert tf32_round_starts(space, params, ARCH, cudnn=False, source=built) == []
+        assert tf32_round_starts(space, starts[0].params, ARCH, cudnn=True, source=built) == []
+    space, params = _split_space()
+    assert tf32_round_starts(space, params, ARCH, cudnn=True) == []

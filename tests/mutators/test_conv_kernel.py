@@ -219,3 +219,113 @@ def test_a_task_that_is_one_transposed_grouped_convolution_gets_the_kernel_as_it
         assert right in source
         result = _judge(interpreter_evaluator, task, source.replace(right, wrong))
         assert result.status.value == "incorrect", (wrong, result.status, result.message)
+
+
+_TF32_TASK = '''
+import torch
+import torch.nn as nn
+
+
+def _tf32(t):
+    """cuDNN's TF32 on the GPU: fp32 operands rounded to nearest at 11 significant bits (float64 runs exact)."""
+    if t.dtype != torch.float32:
+        return t
+    raw = t.contiguous().view(torch.int32)
+    return ((raw + 0xFFF + ((raw >> 13) & 1)) & -8192).view(torch.float32)
+
+
+class Model(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, 8, 3, padding=1)
+
+    def forward(self, x):
+        w = self.conv.weight
+        return torch.nn.functional.conv2d(ROUND(x), ROUND(w), self.conv.bias, padding=1)
+
+
+CHANNELS = 24
+
+
+def get_inputs():
+    return [torch.randn(2, CHANNELS, 12, 11)]
+
+
+def get_init_inputs():
+    return [CHANNELS]
+'''
+
+
+def _conv_candidate(precision: str, *, truncate: bool = False) -> str:
+    """A ModelNew whose convolution is the kernel's at ``precision``; ``truncate``: its TF32 operands cut at 11
+    significant bits instead of rounded (what a plain TF32 dot reads on the GPU's tensor cores)."""
+    from evoforge.mutators.conv_kernel import KERNEL_SOURCE
+
+    kernel = KERNEL_SOURCE
+    if truncate:
+        rounding = "bits = (bits + 0xFFF + ((bits >> 13) & 1)) & -8192"
+        assert rounding in kernel
+        kernel = kernel.replace(rounding, "bits = bits & -8192")
+    params = {"c_BLOCK_M": 32, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 1, "c_num_warps": 4,
+              "c_num_stages": 2, "c_PRECISION": precision}
+    return ("import torch\nimport triton\nimport triton.language as tl\n\n"
+            f"SPACE = {{'c_PRECISION': ['tf32-round', 'ieee']}}\nPARAMS = {params!r}\n" + kernel + '''
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(channels, 8, 3, padding=1)
+
+    def forward(self, x):
+        return _evoforge_conv(x, self.conv.weight, self.conv.bias, (1, 1), (1, 1), (1, 1), "c_")
+''')
+
+
+def test_tf32_round_computes_cudnns_tf32_and_passes_the_chain_only_where_that_is_the_references_arithmetic(
+        tmp_path, interpreter_evaluator):
+    """``tf32-round`` rounds the dot's operands to TF32 as cuDNN's TF32 does (one TF32 pass reads them whole): on the
+    interpreter it equals the float64 convolution of the rounded operands. Judged by the chain: where the reference's
+    own arithmetic is TF32 (as cuDNN's fp32 convolution is by default on the GPU) it passes; where the reference is
+    exact fp32 it fails, as one TF32 pass does. Adversarial: the operands truncated instead of rounded (what a plain
+    TF32 dot reads on the tensor cores: 2.6x cuDNN's error on L2/1's convolution on the H200) fails where the
+    reference is TF32."""
+    import subprocess
+    import sys
+
+    from evoforge.task import Task
+
+    script = '''
+import torch, triton, triton.language as tl
+from evoforge.mutators.conv_kernel import KERNEL_SOURCE
+from evoforge.judge.compare import round_significand
+PARAMS = {"c_BLOCK_M": 16, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 8, "c_num_warps": 1, "c_num_stages": 1,
+          "c_PRECISION": "tf32-round"}
+exec(KERNEL_SOURCE)
+torch.manual_seed(0)
+for c in (3, 20):  # the flat (tap, channel) gather and channel blocks
+    x, w, b = torch.randn(2, c, 9, 7), torch.randn(5, c, 3, 3), torch.randn(5)
+    exact = torch.nn.functional.conv2d(x.double(), w.double(), b.double(), padding=1)
+    rounded = torch.nn.functional.conv2d(round_significand(x, 11).double(), round_significand(w, 11).double(),
+                                         b.double(), padding=1)
+    got = _evoforge_conv(x, w, b, (1, 1), (1, 1), (1, 1), "c_").double()
+    assert (got - rounded).norm() / rounded.norm() < 1e-6, c
+    assert (got - exact).norm() / exact.norm() > 1e-4, c  # rounded: TF32's error, not fp32's
+print("ok")
+'''
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+    verdicts = {}
+    for reference in ("tf32", "exact"):
+        path = tmp_path / f"conv_{reference}.py"
+        path.write_text(_TF32_TASK.replace("ROUND(", "_tf32(" if reference == "tf32" else "("))
+        task = Task.load(str(path))
+        for name, source in [("round", _conv_candidate("tf32-round")), ("ieee", _conv_candidate("ieee")),
+                             ("truncate", _conv_candidate("tf32-round", truncate=True))]:
+            result = _judge(interpreter_evaluator, task, source)
+            verdicts[reference, name] = (result.ok, result.message)
+    assert verdicts["tf32", "round"][0], verdicts
+    assert verdicts["tf32", "ieee"][0] and verdicts["exact", "ieee"][0], verdicts
+    assert not verdicts["exact", "round"][0], verdicts
+    assert not verdicts["tf32", "truncate"][0], verdicts
