@@ -48,7 +48,7 @@ class TaskStarts:
 
     def load(self) -> list[tuple[Task, Candidate]]:
         """The tasks that can start now, each with its seed; the captures of the others begin (``arrived``)."""
-        from evoforge.knowledge import find_template_for, template_floor_passes
+        from evoforge.knowledge import find_template_for, template_allow, template_floor_passes
 
         if not self.config.tasks:
             raise UsageError("no tasks: give --task T or [[tasks]] in the config")
@@ -65,6 +65,11 @@ class TaskStarts:
                              floor_passes=tc.floor_passes)
             if tc.floor_passes is None and (passes := template_floor_passes(task, language or "triton")) is not None:
                 task = replace(task, floor_passes=passes)
+            admits = [a for a in template_allow(task, language or "triton") if a not in task.allow]
+            if admits:  # a fact of the task the knowledge base records (an algebraic rewrite), as floor_passes is
+                task = replace(task, allow=(*task.allow, *admits))
+                log.warning("task %s: the knowledge base's template entry for it admits %s (EVOFORGE_ALLOW)",
+                            task.name, ", ".join(admits))
             self._check_inputs(task)
             self.index[task.name] = len(self.index)
             seed_path = Path(tc.seed_kernel) if tc.seed_kernel else find_template_for(task, language or "triton")

@@ -19,7 +19,7 @@ Public API::
     moves_together(names=None, arch=None) -> list[tuple]   (parameters the rules say grow together)
     search_hints(space, dtype, arch=None) -> dict           (both, as the default strategy's options)
     template_names() / template_source(name)
-    find_template_for(task) / template_entry_for(task) / template_floor_passes(task)
+    find_template_for(task) / template_entry_for(task) / template_floor_passes(task) / template_allow(task)
 
 An unknown arch raises ``evoforge.core.UsageError`` naming the known ones.
 """
@@ -36,6 +36,7 @@ from evoforge.knowledge.precision import (
 from evoforge.knowledge.rulebook import Rule, Severity, hard_rule_prompt, moves_together, rules
 from evoforge.knowledge.seed_templates import (
     find_template_for,
+    template_allow,
     template_entry_for,
     template_floor_passes,
     template_names,
@@ -71,6 +72,7 @@ __all__ = [
     "stages",
     "find_template_for",
     "template_entry_for",
+    "template_allow",
     "template_floor_passes",
     "template_names",
     "template_source",

@@ -72,3 +72,10 @@ def template_floor_passes(task: Task, language: str = "triton") -> float | None:
     if isinstance(passes, dict):
         passes = passes.get(task.name)
     return float(passes) if passes is not None else None
+
+
+def template_allow(task: Task, language: str = "triton") -> tuple[str, ...]:
+    """What the template entry that serves this task says the task admits (``allow``: ``fewer_flops`` where the
+    task's function has an algebraic rewrite the judge's compute floor would call impossible); () where none."""
+    found = template_entry_for(task, language)
+    return tuple(found[1].get("allow") or ()) if found else ()

@@ -198,3 +198,30 @@ def test_batchnorm_train_mode_matches_torch_including_running_stats(momentum, in
 def test_indexed_template_breaks_no_hard_rule_on_hopper(file_name):
     cand = Candidate.from_source((TEMPLATES / file_name).read_text())
     assert [v for v in knowledge.validate(cand, "nvidia-sm90") if v.severity == "hard"] == []
+
+
+def test_a_task_whose_template_is_an_algebraic_rewrite_admits_fewer_flops_wherever_the_entry_serves_it(tmp_path):
+    """L2/14's template sums W's columns before a GEMV (two memory-bound passes where the reference runs a 137 GFLOP
+    GEMM): every evaluation of it was ``implausible`` under the judge's compute floor (12 of 12 in a campaign on an
+    H100, 2026-12-06), so the task got no kernel. Its entry's ``allow`` now reaches the task a campaign loads, and the
+    floor then admits the time; the memory floor still holds. Adversarial: a task whose entry says nothing (L2/12's
+    GEMM template) gets no allowance, and a time under the memory floor stays implausible."""
+    from evoforge.campaign import Campaign
+    from evoforge.config import config_from_dict
+    from evoforge.judge.floor import floor_verdict
+    from evoforge.core import EvalStatus
+
+    tasks = [{"spec": "L2/14", "set": {"batch_size": 8, "input_size": 16, "hidden_size": 12}},
+             {"spec": "L2/12", "set": {"batch_size": 8, "in_features": 16, "out_features": 12}}]
+    config = config_from_dict({"campaign": {"backend": "interpreter", "budget_evals": 2, "out": str(tmp_path / "run")},
+                               "tasks": tasks}, source="test")
+    campaign = Campaign(config, progress=False)
+    campaign.prepare()
+    allow = {name: state.task.allow for name, state in campaign.tasks.items()}
+    assert allow["level2/14_Gemm_Divide_Sum_Scaling"] == ("fewer_flops",), allow
+    assert "fewer_flops" not in allow["level2/12_Gemm_Multiply_LeakyReLU"], allow
+    floors = {"memory_floor_ms": 0.08, "compute_floor_ms": 0.4167, "flops": 1.37e11}
+    for name, admitted in allow.items():  # the H100 campaign's 0.1233 ms under the compute floor
+        status, _ = floor_verdict(0.1233, **floors, allow=admitted)
+        assert (status is None) == ("fewer_flops" in admitted), (name, status)
+    assert floor_verdict(0.05, **floors, allow=allow["level2/14_Gemm_Divide_Sum_Scaling"])[0] == EvalStatus.IMPLAUSIBLE
