@@ -206,9 +206,10 @@ def test_a_task_whose_template_is_an_algebraic_rewrite_admits_fewer_flops_wherev
     H100, 2026-12-06), so the task got no kernel. Its entry's ``allow`` now reaches the task a campaign loads, and the
     floor then admits the time; the memory floor still holds. Adversarial: a task whose entry says nothing (L2/12's
     GEMM template) gets no allowance, and a time under the memory floor stays implausible."""
+    from evoforge.judge.floor import floor_verdict
+
     from evoforge.campaign import Campaign
     from evoforge.config import config_from_dict
-    from evoforge.judge.floor import floor_verdict
     from evoforge.core import EvalStatus
 
     tasks = [{"spec": "L2/14", "set": {"batch_size": 8, "input_size": 16, "hidden_size": 12}},
