@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import random
 import secrets
 import time
@@ -46,9 +47,10 @@ from evoforge.judge.arena import Arena, iter_tensors, nested_bytes, share
 from evoforge.judge.candidate_process import CandidateGone, CandidateProcess, staged_arena
 from evoforge.judge.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.judge.floor import floor_verdict, physical_floor_ms
-from evoforge.judge.guards import OpRecorder, compute_ops
+from evoforge.judge.guards import compute_ops
 from evoforge.judge.options import ChainOptions  # noqa: F401  (its home is torch-free; the chain's name kept)
 from evoforge.judge.precheck import static_verdict
+from evoforge.judge.references import ReferenceMemo, budget_bytes, task_key
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, take_turn_while_benchmarking
 from evoforge.task import Task, load_task_module, module_constants_of
@@ -237,6 +239,7 @@ class _Loaded:
 
     def __init__(self, task: Task, shape: dict[str, Any], device: str, seed: int) -> None:
         self.task_module = load_task_module(task, shape)
+        self.shape = dict(shape)
         self.device = device
         self.init_inputs = list(self.task_module.get_init_inputs())
         torch.manual_seed(seed)
@@ -295,6 +298,17 @@ def _poison(t: torch.Tensor) -> None:
         t.fill_(torch.iinfo(t.dtype).max)
 
 
+def _correctness_order(n_shapes: int, opts: ChainOptions) -> list[tuple[int, int, str]]:
+    """(shape index, trial, variant) in the order the chain runs them: the main shape's first run, then every other
+    shape's one run, then the main shape's remaining runs and its signed and scaled inputs. The first call at each
+    shape is where the candidate compiles (Triton specialises on sizes): made before the device's turn is taken,
+    they leave the turn to measuring, not to compiling (issue Y)."""
+    main = [(0, t, "") for t in range(opts.trials)]
+    if opts.variants:
+        main += [(0, opts.trials, "signed"), (0, opts.trials + 1, "scaled")]
+    return main[:1] + [(i, 0, "") for i in range(1, n_shapes)] + main[1:]
+
+
 class VerificationChain:
     """One candidate through every check; ``run`` never raises for anything the candidate does."""
 
@@ -308,6 +322,8 @@ class VerificationChain:
         self._flush_ms: float | None = None
         self.representative = backend.name != "interpreter"  # times that say something about a GPU
         self._answers: dict[str, list[Any]] = {}  # per shape, the last trial's expected outputs
+        self.references = ReferenceMemo(budget=budget_bytes(str(backend.device)))  # across this process's candidates
+        self._task_key = ""
 
     @property
     def arena(self) -> Arena:
@@ -326,6 +342,8 @@ class VerificationChain:
             return EvalResult.from_dict({**failure.to_dict(), **base, "eval_s": time.perf_counter() - started})
         process: CandidateProcess | None = None
         self._answers = {}
+        self._task_key = task_key(task)
+        hits, misses = self.references.hits, self.references.misses
         self._phases: dict[str, float] = {}
         self._where = "loading the candidate"  # what it was doing, for a crash's message (issue M)
         try:
@@ -347,6 +365,7 @@ class VerificationChain:
             text = "".join(traceback.format_exception_only(type(e), e)).strip()
             details: dict[str, Any] = {"judge_error": True}
             if isinstance(e, torch.OutOfMemoryError):  # the judge's own copies: the task's size, not the candidate
+                self.references.clear()
                 details["judge_out_of_memory"] = True
                 text = (f"the judge ran out of device memory (its inputs, the reference's outputs and the comparison "
                         f"for this task, beside the candidate's process) while {self._where}: {text}")
@@ -358,7 +377,10 @@ class VerificationChain:
         d = result.to_dict()
         d.update({k: v for k, v in base.items() if not d.get(k)})
         d["eval_s"] = time.perf_counter() - started
-        d["details"] = {**d.get("details", {}), "phases_s": {k: round(v, 4) for k, v in self._phases.items()}}
+        d["details"] = {**d.get("details", {}), "phases_s": {k: round(v, 4) for k, v in self._phases.items()},
+                        "reference_memo": {"hits": self.references.hits - hits,
+                                           "misses": self.references.misses - misses,
+                                           "held_mib": round(self.references.held / 2**20, 1)}}
         if self._arena is not None and self._arena.staged:
             d["details"]["arena"] = "staged"  # inputs and outputs crossed through a file, not shared device memory
         return EvalResult.from_dict(d)
@@ -493,31 +515,47 @@ class VerificationChain:
     def _shapes(self, task: Task) -> list[tuple[dict[str, Any], str]]:
         shapes = [({}, "main"), *((s, "extra") for s in task.shapes)]
         if not task.shapes and self.options.odd_shape:
-            for candidate_shape in odd_shapes(task):
-                try:
-                    loaded = _Loaded(task, candidate_shape, self.backend.device, self.options.seed)
-                    out = loaded.reference(loaded.draw_inputs(self.options.seed))
-                except Exception:  # the reference does not run there (a size tied to another): try the next
-                    continue
-                if _finite(out):
-                    shapes.append((candidate_shape, "odd"))
-                    break
+            known = self.references.odd_shapes(self._task_key)
+            if known is None:  # chosen once per task in this process: it runs the reference at candidate sizes
+                known = []
+                for candidate_shape in odd_shapes(task):
+                    try:
+                        loaded = _Loaded(task, candidate_shape, self.backend.device, self.options.seed)
+                        out = loaded.reference(loaded.draw_inputs(self.options.seed))
+                    except Exception:  # the reference does not run there (a size tied to another): try the next
+                        continue
+                    if _finite(out):
+                        known = [candidate_shape]
+                        break
+                self.references.keep_odd_shapes(self._task_key, known)
+            shapes += [(shape, "odd") for shape in known]
         return shapes
 
     def _trial(self, process: CandidateProcess, budget: _Budget, loaded: _Loaded, key: str, inputs: list[Any],
-               where: str, *, watch: bool, reference_ops: OpRecorder | None = None,
+               where: str, *, draw: tuple[Any, ...], watch: bool,
                flops: list[int] | None = None, only_if_finite: bool = False) -> dict[str, Any] | None:
-        """One correctness trial: the reference on the judge's own copy, the candidate on a lent copy."""
-        counter = None
-        if flops is not None:
-            from torch.utils.flop_counter import FlopCounterMode
+        """One correctness trial: the reference on the judge's own copy (or its answer to the same ``draw`` kept from
+        an earlier candidate: judge/references.py), the candidate on a lent copy."""
+        t_ref = time.perf_counter()
+        memo_key = (self._task_key, json.dumps(loaded.shape, sort_keys=True), str(self.backend.device),
+                    self.options.seed, *draw)
+        known = self.references.get(memo_key)
+        if known is None or (flops is not None and known.flops is None):
+            counter = None
+            if flops is not None:
+                from torch.utils.flop_counter import FlopCounterMode
 
-            counter = FlopCounterMode(display=False)
-        with (reference_ops or contextlib.nullcontext()), (counter or contextlib.nullcontext()):
-            expected = loaded.reference(inputs)
-        reference_mutates = bool(loaded.mutates_inputs)
-        if counter is not None and flops is not None:
-            flops.append(counter.get_total_flops())
+                counter = FlopCounterMode(display=False)
+            with counter or contextlib.nullcontext():
+                expected = loaded.reference(inputs)
+            known = self.references.keep(memo_key, expected, mutates_inputs=bool(loaded.mutates_inputs),
+                                         flops=counter.get_total_flops() if counter is not None else None)
+        expected = known.expected
+        loaded.mutates_inputs = known.mutates_inputs  # what its first call showed, in whichever process's life
+        reference_mutates = known.mutates_inputs
+        if flops is not None:
+            flops.append(int(known.flops or 0))
+        self._phases["reference_s"] = self._phases.get("reference_s", 0.0) + time.perf_counter() - t_ref
         if only_if_finite and not _finite(expected):
             return None
         expected_flat = flatten_outputs(expected)
@@ -550,8 +588,11 @@ class VerificationChain:
         for i, desc in enumerate(receive_desc):  # non-tensor outputs come back as values
             if desc is None:
                 got[i] = (reply.get("outputs") or [{}] * len(receive_desc))[i].get("value")
-        cmp = compare_outputs(got, expected_flat, reference64=lambda: flatten_outputs(loaded.reference64(inputs)),
-                              rounded64=lambda: flatten_outputs(loaded.reference64(round_significand(inputs))),
+        cmp = compare_outputs(got, expected_flat,
+                              reference64=lambda: self.references.lazy(memo_key, known, "reference64", lambda: (
+                                  flatten_outputs(loaded.reference64(inputs)))),
+                              rounded64=lambda: self.references.lazy(memo_key, known, "rounded64", lambda: (
+                                  flatten_outputs(loaded.reference64(round_significand(inputs))))),
                               tolerances={getattr(torch, k): v for k, v in self.options.tolerances.items()})
         earlier = self._answers.get(key)
         self._answers[key] = _fingerprint(expected_flat)
@@ -595,44 +636,51 @@ class VerificationChain:
         main: _Loaded | None = None
         flops: list[int] = []
         ran: dict[str, set[str]] = {}  # per shape, the kernels the candidate launched there (a path per shape)
+        shapes = self._shapes(task)
         with contextlib.ExitStack() as stack:
-            for shape_index, (shape, kind) in enumerate(self._shapes(task)):
-                self._where = f"building ModelNew at {f'shape {shape}' if shape else 'the main shape'}"
-                loaded = _Loaded(task, shape, device, opts.seed)
+            loaded_at: dict[int, _Loaded] = {}
+            for shape_index, trial, variant in _correctness_order(len(shapes), opts):
+                shape, kind = shapes[shape_index]
                 key = str(shape_index)
+                if shape_index not in loaded_at:
+                    self._where = f"building ModelNew at {f'shape {shape}' if shape else 'the main shape'}"
+                    loaded_at = {i: v for i, v in loaded_at.items() if i == 0}  # an earlier odd/extra shape is done
+                    loaded_at[shape_index] = _Loaded(task, shape, device, opts.seed)
+                    self._build(process, budget, loaded_at[shape_index], key)
+                loaded = loaded_at[shape_index]
                 if shape_index == 0:
                     main = loaded
-                self._build(process, budget, loaded, key)
-                plan: list[tuple[int, str]] = [(t, "") for t in range(opts.trials if shape_index == 0 else 1)]
-                if shape_index == 0 and opts.variants:
-                    plan += [(opts.trials, "signed"), (opts.trials + 1, "scaled")]
-                reference_ops = OpRecorder()
-                for trial, variant in plan:
-                    inputs = loaded.draw_inputs(opts.seed + 1000 * shape_index + trial + 1)
-                    if variant:
-                        inputs = input_variant(inputs, variant, opts.seed + trial)
-                    where = (f"shape {shape} ({'odd size, derived from the task' if kind == 'odd' else 'extra'})"
-                             if shape else "the main shape")
-                    where += f", {variant} inputs" if variant else f", correctness run {trial + 1} of {len(plan)}"
-                    self._where = f"running at {where}"
-                    outcome = self._trial(process, budget, loaded, key, inputs, where, watch=True,
-                                          reference_ops=reference_ops if trial == 0 else None,
-                                          flops=flops if (shape_index == 0 and trial == 0) else None,
-                                          only_if_finite=bool(variant))
-                    if outcome is None:
-                        continue  # the reference itself is not finite there: not the candidate's to match
-                    if compile_s is None:
-                        compile_s = time.perf_counter() - t0
-                        # Loaded and compiled: the rest measures, so it waits for the device's turn while
-                        # other evaluations of this device compile (or wait) meanwhile.
-                        turn = stack.enter_context(self._turn(budget))
-                    self._anticheat(task, outcome["reply"], where, language)
-                    label = "main" if not shape else (f"odd {shape}" if kind == "odd" else f"extra {shape}")
-                    ran.setdefault(label, set()).update(str(k) for k in outcome["reply"].get("kernels") or {})
-                    cmp = outcome["cmp"]
-                    criteria.add(cmp.criterion)
-                    worst = (max(worst[0], cmp.max_abs_err), max(worst[1], cmp.max_rel_err))
-                    inputs = outcome = None  # not held through the next draw or the timing (gigabytes at KernelBench's sizes)
+                if turn is None and compile_s is not None and shape_index == 0 and (trial, variant) != (0, ""):
+                    # Every shape's first call made (the candidate's compiles: Triton specialises on sizes, so an
+                    # odd shape compiles again): the rest of the checks run with the device's turn held, while
+                    # other evaluations of this device compile (or wait) meanwhile.
+                    turn = stack.enter_context(self._turn(budget))
+                draw_seed = opts.seed + 1000 * shape_index + trial + 1
+                inputs = loaded.draw_inputs(draw_seed)
+                if variant:
+                    inputs = input_variant(inputs, variant, opts.seed + trial)
+                where = (f"shape {shape} ({'odd size, derived from the task' if kind == 'odd' else 'extra'})"
+                         if shape else "the main shape")
+                plan_size = opts.trials + (2 if opts.variants else 0) if shape_index == 0 else 1
+                where += f", {variant} inputs" if variant else f", correctness run {trial + 1} of {plan_size}"
+                self._where = f"running at {where}"
+                outcome = self._trial(process, budget, loaded, key, inputs, where, watch=True,
+                                      draw=(draw_seed, variant, opts.seed + trial if variant else None),
+                                      flops=flops if (shape_index == 0 and trial == 0 and not variant) else None,
+                                      only_if_finite=bool(variant))
+                if outcome is None:
+                    continue  # the reference itself is not finite there: not the candidate's to match
+                if compile_s is None:
+                    compile_s = time.perf_counter() - t0  # loaded, compiled and run once at the main shape
+                self._anticheat(task, outcome["reply"], where, language)
+                label = "main" if not shape else (f"odd {shape}" if kind == "odd" else f"extra {shape}")
+                ran.setdefault(label, set()).update(str(k) for k in outcome["reply"].get("kernels") or {})
+                cmp = outcome["cmp"]
+                criteria.add(cmp.criterion)
+                worst = (max(worst[0], cmp.max_abs_err), max(worst[1], cmp.max_rel_err))
+                inputs = outcome = None  # not held through the next draw or the timing (gigabytes at KernelBench's sizes)
+            if turn is None and compile_s is not None and opts.timing:
+                turn = stack.enter_context(self._turn(budget))
             assert main is not None
             self._phases["correctness_s"] = time.perf_counter() - t0
             criterion = "float64" if "float64" in criteria else "allclose"
@@ -644,7 +692,7 @@ class VerificationChain:
                 result.update(self._time(process, budget, main, task, flops[0] if flops else 0))
                 after = main.draw_inputs(opts.seed + 3_000_000)
                 self._trial(process, budget, main, "0", after, "the main shape, fresh inputs after timing",
-                            watch=False)
+                            draw=(opts.seed + 3_000_000, "", None), watch=False)
                 self._phases["timing_s"] = time.perf_counter() - t1
             result["details"] = {"kernels": {label: sorted(names) for label, names in ran.items()}}
             if turn is not None:

@@ -73,6 +73,45 @@ def trial_times(run_dir: Path) -> list[dict[str, Any]]:
             for name, a, b, state in rows]
 
 
+def phases(run: Path, t0: float, t1: float) -> dict[str, Any]:
+    """Where an evaluation's time went, from the results the campaign cached (``run/cache/*.json``): medians of
+    each phase the chain records, and the share of the run in which some evaluation held the device's turn (the
+    GPU can be busy at most then and in the correctness runs before it)."""
+    import statistics
+
+    rows = []
+    for f in sorted((run / "cache").glob("*.json")):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if r.get("cached") or not r.get("eval_s"):
+            continue
+        rows.append(r)
+    if not rows:
+        return {}
+    out: dict[str, Any] = {"evaluations": len(rows), "eval_s": round(statistics.median(r["eval_s"] for r in rows), 3)}
+    names = sorted({k for r in rows for k in ((r.get("details") or {}).get("phases_s") or {})})
+    for name in names:
+        values = [r["details"]["phases_s"][name] for r in rows if name in ((r.get("details") or {}).get("phases_s") or {})]
+        out[f"{name}_median"] = round(statistics.median(values), 3)
+        out[f"{name}_sum"] = round(sum(values), 1)
+    turns = sorted((max(a, t0), min(b, t1)) for r in rows for a, b in [((r.get("details") or {}).get("turn") or (0, 0))]
+                   if b > a)
+    held, end = 0.0, t0
+    for a, b in turns:  # the union of the windows (turns of one device never overlap; of two they may)
+        if b > end:
+            held += b - max(a, end)
+            end = b
+    out["turn_held_share"] = round(held / max(t1 - t0, 1e-9), 3)
+    out["turn_hold_s_median"] = round(statistics.median(b - a for a, b in turns), 3) if turns else None
+    memo = [(r.get("details") or {}).get("reference_memo") for r in rows]
+    if any(memo):
+        out["reference_memo_hits"] = sum(m["hits"] for m in memo if m)
+        out["reference_memo_misses"] = sum(m["misses"] for m in memo if m)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", nargs="*", help="SPEC... (default: the six of TASKS, their rules included)")
@@ -129,6 +168,7 @@ def main() -> None:
         "gpu_busy": sampler.busy(t0, t1), "gpu_busy_windows": {name: sampler.busy(t0 + a, t0 + b)
                                                               for name, a, b in windows},
         "campaign_elapsed_s": summary.get("elapsed_s"), "not_started": summary.get("not_started"),
+        "phases": phases(work / "run", t0, t1),
         "per_task": {n: {k: t.get(k) for k in ("evaluations", "best_speedup", "vs_compile", "stopped_early")}
                      for n, t in (summary.get("tasks") or {}).items()},
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes"),
@@ -137,7 +177,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps({k: result[k] for k in ("label", "exit", "wall_s", "evaluations", "evaluations_per_min",
-                                             "first_evaluation_s", "gpu_busy", "gpu_busy_windows")}))
+                                             "first_evaluation_s", "gpu_busy", "gpu_busy_windows", "phases")}))
 
 
 if __name__ == "__main__":

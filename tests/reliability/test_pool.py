@@ -195,6 +195,21 @@ def test_a_device_held_past_the_turn_limit_is_a_timeout_that_says_so(relu_small,
     assert "waited 3 s for the device's turn" in result.message
 
 
+def test_a_kernel_wrong_at_the_odd_shape_is_refused_without_taking_the_devices_turn(relu_small, turn_sandbox):
+    """Every shape's first call (where a kernel compiles: Triton specialises on sizes) is made before the chain
+    waits for the device: a kernel wrong only at the odd-sized shape is refused while another process holds the
+    device throughout, where the chain used to take the turn after the main shape's first run and wait there,
+    holding the device idle while the odd shape compiled (issue Y)."""
+    from evoforge.backends.base import device_turn
+
+    sandbox, key = turn_sandbox
+    _limits(sandbox, timeout_s=300.0, turn_wait_s=20.0)
+    with device_turn(key):  # the device is another process's for the whole evaluation
+        result = sandbox.evaluate(relu_small, candidate("hardwired"), {"trials": 3, "timing": True})
+    assert result.status is EvalStatus.INCORRECT, result.message
+    assert "odd size" in result.message
+
+
 def test_a_pool_share_starts_one_pool_per_set_up_and_lends_it_again(local_ray, tmp_path):
     """An ablation's campaigns borrow their pool: the second campaign of a set-up gets the first one's actors
     (started once), another set-up or a folder to hide outside the share's gets a pool of its own, and a pool

@@ -1,0 +1,100 @@
+"""The reference's outputs kept by the evaluation process across candidates (judge/references.py, issue Y): the
+reference runs once per draw, not once per candidate, and what is kept never outlives the task it was computed
+for."""
+
+from __future__ import annotations
+
+import torch
+from evoforge.judge.references import ReferenceMemo
+
+from evoforge.core import Candidate, EvalStatus
+from evoforge.task import Task
+from tests.conftest import FIXTURES
+
+#: A task whose reference counts its own calls in a file (the judge runs the task's code; the count is the test's
+#: window on how often it ran) and computes relu(x) * SCALE.
+TASK = '''import torch
+import torch.nn as nn
+
+SCALE = {scale}
+batch_size = 4
+dim = 1000
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        with open({calls!r}, "a") as f:
+            f.write(f"{{tuple(x.shape)}}\\n")
+        return torch.relu(x) * SCALE
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+SCALED = (FIXTURES / "relu" / "correct.py").read_text().replace(
+    "tl.maximum(x, 0.0)", "tl.maximum(x, 0.0) * 2.0")
+
+
+def _task(folder, scale: float) -> tuple[Task, object]:
+    calls = folder / "calls.txt"
+    path = folder / "relu_scaled.py"
+    path.write_text(TASK.format(scale=scale, calls=str(calls)))
+    return Task.load(str(path)), calls
+
+
+def _count(calls) -> int:
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def test_the_reference_runs_once_per_draw_not_once_per_candidate(tmp_path, interpreter_evaluator):
+    task, calls = _task(tmp_path, 1.0)
+    relu = Candidate.from_source((FIXTURES / "relu" / "correct.py").read_text())
+    first = interpreter_evaluator.evaluate(task, relu)
+    assert first.status is EvalStatus.OK, first.message
+    ran_first = _count(calls)
+    assert ran_first >= 5  # three runs, signed and scaled inputs, the odd shape (and the odd shape's choice)
+    wrong = interpreter_evaluator.evaluate(task, Candidate.from_source(SCALED))
+    assert wrong.status is EvalStatus.INCORRECT  # judged against the kept answer, which is relu's
+    ran = _count(calls)  # and its float64 reference, which a failed comparison asks for once
+    assert interpreter_evaluator.evaluate(task, Candidate.from_source(SCALED)).status is EvalStatus.INCORRECT
+    again = interpreter_evaluator.evaluate(task, Candidate.from_source(
+        (FIXTURES / "relu" / "correct.py").read_text(), params={"BLOCK": 256}))
+    assert again.status is EvalStatus.OK, again.message
+    assert _count(calls) == ran  # no later candidate ran the reference, in float32 or float64
+    assert again.details["reference_memo"]["misses"] == 0 and again.details["reference_memo"]["hits"] >= 5
+
+
+def test_a_kept_answer_never_outlives_its_task_file(tmp_path, interpreter_evaluator):
+    """The stale-memo candidate: right for the task as it was, wrong for the task as it is now. Keys name the task
+    file's text, so an edited reference is computed afresh (an ablation's processes serve several versions)."""
+    task, calls = _task(tmp_path, 1.0)
+    relu = Candidate.from_source((FIXTURES / "relu" / "correct.py").read_text())
+    assert interpreter_evaluator.evaluate(task, relu).ok
+    task, calls = _task(tmp_path, 2.0)  # the same path, the reference now scales by 2
+    stale = interpreter_evaluator.evaluate(task, relu)
+    assert stale.status is EvalStatus.INCORRECT, stale.message
+    assert interpreter_evaluator.evaluate(task, Candidate.from_source(SCALED)).ok
+
+
+def test_the_memo_keeps_within_its_budget_and_drops_other_tasks_first():
+    memo = ReferenceMemo(budget=3 * 4096)
+    block = torch.zeros(1024)  # 4 KiB
+    for i in range(3):
+        memo.keep(("a", i), block, mutates_inputs=False, flops=None)
+    assert memo.held == 3 * 4096
+    memo.keep(("a", 3), block, mutates_inputs=False, flops=None)  # task a's own draws are never dropped for it
+    assert memo.get(("a", 0)) is not None and memo.get(("a", 3)) is None
+    kept = memo.keep(("b", 0), block + 1, mutates_inputs=True, flops=7)  # another task: a's oldest makes room
+    assert memo.get(("b", 0)) is kept and torch.equal(kept.expected, block + 1) and kept.mutates_inputs
+    assert memo.held <= memo.budget and memo.get(("a", 1)) is None
+    source = torch.ones(1024)
+    copy = memo.keep(("b", 1), source, mutates_inputs=False, flops=None).expected
+    source.zero_()
+    assert float(copy.sum()) == 1024.0
+    assert memo.keep(("c", 0), torch.zeros(8192), mutates_inputs=False, flops=None).expected.numel() == 8192
+    assert memo.get(("c", 0)) is None  # larger than the whole budget: returned, not kept
