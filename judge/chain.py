@@ -246,6 +246,20 @@ class _Loaded:
         self.ref = self.task_module.Model(*self.init_inputs).to(device)  # train mode, as KernelBench runs it
         self._ref64: Any = None
         self.mutates_inputs: bool | None = None  # learnt on its first call (``reference``)
+        # The buffers as initialised (a BatchNorm's running statistics move with every call in train mode): put
+        # back before the instance serves another candidate, which is built from its state (``restore``).
+        self._buffers = {name: b.detach().clone() for name, b in self.ref.named_buffers()}
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.ref.state_dict().values())
+
+    def restore(self) -> None:
+        """The instance as first built, for the next candidate (parameters are not written by a forward under
+        ``no_grad``; buffers can be)."""
+        with torch.no_grad():
+            for name, b in self.ref.named_buffers():
+                b.copy_(self._buffers[name])
 
     def draw_inputs(self, seed: int) -> list[Any]:
         """Drawn on the device they are used on: KernelBench's ``get_inputs`` builds tensors with the default
@@ -461,6 +475,17 @@ class VerificationChain:
                 f"GiB of the device's {total / 2**30:.0f} GiB")
 
     # ------------------------------------------------------------------------------ the candidate's process
+    def _loaded(self, task: Task, shape: dict[str, Any]) -> _Loaded:
+        """The task loaded at ``shape``, kept across candidates while it fits the reference memo."""
+        key = (self._task_key, json.dumps(shape, sort_keys=True), str(self.backend.device), self.options.seed)
+        loaded = self.references.model(key)
+        if loaded is None:
+            loaded = _Loaded(task, shape, self.backend.device, self.options.seed)
+            self.references.keep_model(key, loaded, loaded.nbytes)
+        else:
+            loaded.restore()
+        return loaded
+
     def _start(self, task: Task, candidate: Candidate, budget: _Budget) -> CandidateProcess:
         workdir = self.workdir / f"candidate-{candidate.id}-{secrets.token_hex(4)}"
         spec = {"source": candidate.source, "source_file": str(workdir / "candidate.py"), "params": candidate.params,
@@ -626,7 +651,6 @@ class VerificationChain:
 
     def _run(self, task: Task, candidate: Candidate, process: CandidateProcess, budget: _Budget) -> EvalResult:
         opts = self.options
-        device = self.backend.device
         language = "CuTe" if candidate.language == "cute" else "Triton"
         t0 = time.perf_counter()
         compile_s = None
@@ -645,7 +669,7 @@ class VerificationChain:
                 if shape_index not in loaded_at:
                     self._where = f"building ModelNew at {f'shape {shape}' if shape else 'the main shape'}"
                     loaded_at = {i: v for i, v in loaded_at.items() if i == 0}  # an earlier odd/extra shape is done
-                    loaded_at[shape_index] = _Loaded(task, shape, device, opts.seed)
+                    loaded_at[shape_index] = self._loaded(task, shape)
                     self._build(process, budget, loaded_at[shape_index], key)
                 loaded = loaded_at[shape_index]
                 if shape_index == 0:

@@ -96,6 +96,7 @@ class ReferenceMemo:
         self.held = 0
         self._draws: OrderedDict[tuple[Any, ...], ReferenceDraw] = OrderedDict()
         self._odd: dict[str, list[dict[str, Any]]] = {}  # task key -> the odd shapes the chain chose for it
+        self._models: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()  # the loaded reference, its bytes
         self.hits = self.misses = 0
 
     def get(self, key: tuple[Any, ...]) -> ReferenceDraw | None:
@@ -129,6 +130,20 @@ class ReferenceMemo:
             self.held += nbytes
         return value
 
+    def model(self, key: tuple[Any, ...]) -> Any | None:
+        """The task module and reference instance loaded at a shape (judge/chain.py's ``_Loaded``): a 8192x8192
+        Linear takes half a second to initialise on the host, twice an evaluation (main and odd shape)."""
+        held = self._models.get(key)
+        if held is None:
+            return None
+        self._models.move_to_end(key)
+        return held[0]
+
+    def keep_model(self, key: tuple[Any, ...], model: Any, nbytes: int) -> None:
+        if self._room(key[0], nbytes):
+            self._models[key] = (model, nbytes)
+            self.held += nbytes
+
     def odd_shapes(self, task: str) -> list[dict[str, Any]] | None:
         return self._odd.get(task)
 
@@ -138,14 +153,16 @@ class ReferenceMemo:
     def clear(self) -> None:
         """Everything dropped (the judge ran out of device memory: its own copies go first)."""
         self._draws.clear()
+        self._models.clear()
         self.held = 0
 
     def _room(self, task: str, nbytes: int) -> bool:
         if nbytes > self.budget:
             return False
-        for other in [k for k in self._draws if k[0] != task]:  # least recently used first
-            if self.held + nbytes <= self.budget:
-                break
-            self.held -= self._draws.pop(other).nbytes
+        for table in (self._draws, self._models):
+            for other in [k for k in table if k[0] != task]:  # least recently used first
+                if self.held + nbytes <= self.budget:
+                    return True
+                held = table.pop(other)
+                self.held -= held.nbytes if isinstance(held, ReferenceDraw) else held[1]
         return self.held + nbytes <= self.budget
-

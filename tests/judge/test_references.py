@@ -98,3 +98,76 @@ def test_the_memo_keeps_within_its_budget_and_drops_other_tasks_first():
     assert float(copy.sum()) == 1024.0
     assert memo.keep(("c", 0), torch.zeros(8192), mutates_inputs=False, flops=None).expected.numel() == 8192
     assert memo.get(("c", 0)) is None  # larger than the whole budget: returned, not kept
+
+
+#: A reference whose buffer moves with every call (as a BatchNorm's running statistics do in train mode) and whose
+#: construction is counted in a file.
+BUFFERED = '''import torch
+import torch.nn as nn
+
+batch_size = 4
+dim = 1000
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        with open({built!r}, "a") as f:
+            f.write("built\\n")
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x):
+        self.calls += 1
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+#: Right only while the buffer it is built from is the reference's initial one: relu(x) * (1 + calls).
+READS_BUFFER = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_scaled(x_ptr, c_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    c = tl.load(c_ptr)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0) * (1.0 + c), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        relu_scaled[(triton.cdiv(n, 1024),)](x, self.calls, y, n, BLOCK=1024)
+        return y
+'''
+
+
+def test_the_loaded_reference_is_kept_and_every_candidate_is_built_from_its_first_state(tmp_path,
+                                                                                      interpreter_evaluator):
+    built = tmp_path / "built.txt"
+    path = tmp_path / "buffered.py"
+    path.write_text(BUFFERED.format(built=str(built)))
+    task = Task.load(str(path))
+    first = interpreter_evaluator.evaluate(task, Candidate.from_source(READS_BUFFER))
+    assert first.status is EvalStatus.OK, first.message
+    constructed = len(built.read_text().splitlines())
+    second = interpreter_evaluator.evaluate(task, Candidate.from_source(READS_BUFFER))
+    assert second.status is EvalStatus.OK, second.message  # built from calls = 0 again, not from 7 calls later
+    assert len(built.read_text().splitlines()) == constructed  # the instance was not built again
