@@ -50,7 +50,7 @@ from evoforge.judge.floor import floor_verdict, physical_floor_ms
 from evoforge.judge.guards import compute_ops
 from evoforge.judge.options import ChainOptions  # noqa: F401  (its home is torch-free; the chain's name kept)
 from evoforge.judge.precheck import static_verdict
-from evoforge.judge.references import ReferenceMemo, budget_bytes, task_key
+from evoforge.judge.references import ReferenceDraw, ReferenceMemo, budget_bytes, task_key
 
 from evoforge.core import Candidate, EvalResult, EvalStatus, take_turn_while_benchmarking
 from evoforge.task import Task, load_task_module, module_constants_of
@@ -556,18 +556,17 @@ class VerificationChain:
             shapes += [(shape, "odd") for shape in known]
         return shapes
 
-    def _trial(self, process: CandidateProcess, budget: _Budget, loaded: _Loaded, key: str, inputs: list[Any],
-               where: str, *, draw: tuple[Any, ...], watch: bool,
-               flops: list[int] | None = None, only_if_finite: bool = False) -> dict[str, Any] | None:
-        """One correctness trial: the reference on the judge's own copy (or its answer to the same ``draw`` kept from
-        an earlier candidate: judge/references.py), the candidate on a lent copy."""
-        t_ref = time.perf_counter()
+    def _expected(self, loaded: _Loaded, inputs: list[Any], draw: tuple[Any, ...], *,
+                  count_flops: bool = False) -> tuple[tuple[Any, ...], ReferenceDraw]:
+        """The reference's answer to ``draw`` (made into ``inputs``): kept from an earlier candidate where the memo
+        has it (judge/references.py), else computed on the judge's own copy (and its FLOPs counted if asked)."""
+        started = time.perf_counter()
         memo_key = (self._task_key, json.dumps(loaded.shape, sort_keys=True), str(self.backend.device),
                     self.options.seed, *draw)
         known = self.references.get(memo_key)
-        if known is None or (flops is not None and known.flops is None):
+        if known is None or (count_flops and known.flops is None):
             counter = None
-            if flops is not None:
+            if count_flops:
                 from torch.utils.flop_counter import FlopCounterMode
 
                 counter = FlopCounterMode(display=False)
@@ -575,12 +574,34 @@ class VerificationChain:
                 expected = loaded.reference(inputs)
             known = self.references.keep(memo_key, expected, mutates_inputs=bool(loaded.mutates_inputs),
                                          flops=counter.get_total_flops() if counter is not None else None)
+        loaded.mutates_inputs = known.mutates_inputs  # what its first call showed, in whichever candidate's turn
+        self._phases["reference_s"] = self._phases.get("reference_s", 0.0) + time.perf_counter() - started
+        return memo_key, known
+
+    def _expected64(self, loaded: _Loaded, inputs: list[Any], memo_key: tuple[Any, ...],
+                    known: ReferenceDraw) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        """The comparison's lazy float64 yardsticks for a draw (the reference in float64, and on inputs rounded to
+        the split's bits), each computed once per draw in this process."""
+        def reference64() -> Any:
+            return self.references.lazy(memo_key, known, "reference64",
+                                        lambda: flatten_outputs(loaded.reference64(inputs)))
+
+        def rounded64() -> Any:
+            return self.references.lazy(memo_key, known, "rounded64",
+                                        lambda: flatten_outputs(loaded.reference64(round_significand(inputs))))
+
+        return reference64, rounded64
+
+    def _trial(self, process: CandidateProcess, budget: _Budget, loaded: _Loaded, key: str, inputs: list[Any],
+               where: str, *, draw: tuple[Any, ...], watch: bool,
+               flops: list[int] | None = None, only_if_finite: bool = False) -> dict[str, Any] | None:
+        """One correctness trial: the reference on the judge's own copy (or its answer to the same ``draw`` kept from
+        an earlier candidate: judge/references.py), the candidate on a lent copy."""
+        memo_key, known = self._expected(loaded, inputs, draw, count_flops=flops is not None)
         expected = known.expected
-        loaded.mutates_inputs = known.mutates_inputs  # what its first call showed, in whichever process's life
         reference_mutates = known.mutates_inputs
         if flops is not None:
             flops.append(int(known.flops or 0))
-        self._phases["reference_s"] = self._phases.get("reference_s", 0.0) + time.perf_counter() - t_ref
         if only_if_finite and not _finite(expected):
             return None
         expected_flat = flatten_outputs(expected)
@@ -613,11 +634,8 @@ class VerificationChain:
         for i, desc in enumerate(receive_desc):  # non-tensor outputs come back as values
             if desc is None:
                 got[i] = (reply.get("outputs") or [{}] * len(receive_desc))[i].get("value")
-        cmp = compare_outputs(got, expected_flat,
-                              reference64=lambda: self.references.lazy(memo_key, known, "reference64", lambda: (
-                                  flatten_outputs(loaded.reference64(inputs)))),
-                              rounded64=lambda: self.references.lazy(memo_key, known, "rounded64", lambda: (
-                                  flatten_outputs(loaded.reference64(round_significand(inputs))))),
+        reference64, rounded64 = self._expected64(loaded, inputs, memo_key, known)
+        cmp = compare_outputs(got, expected_flat, reference64=reference64, rounded64=rounded64,
                               tolerances={getattr(torch, k): v for k, v in self.options.tolerances.items()})
         earlier = self._answers.get(key)
         self._answers[key] = _fingerprint(expected_flat)
@@ -817,7 +835,7 @@ class _CandidateTimer:
         backend = chain.backend
         settle = loaded.draw_inputs(chain.options.seed + 1_999_999)
         self.settle = settle  # the judge's own copy (the reference is timed on it); the candidate gets a lent one
-        out = flatten_outputs(loaded.reference(settle))
+        out = flatten_outputs(chain._expected(loaded, settle, (chain.options.seed + 1_999_999, "", None))[1].expected)
         self._out_bytes = nested_bytes(out)
         set_bytes = nested_bytes(settle)
         self.pool_size, self._checked = _pool_plan(set_bytes, self._out_bytes, self.representative)
@@ -827,11 +845,13 @@ class _CandidateTimer:
         _, self._settle_desc = share(arena, settle)
         self._pool: list[tuple[Any, Any]] = []  # (lent copy, descriptor)
         self._pristine: list[list[Any]] = []
+        self._pristine_seeds: list[int] = []
         for _ in range(self.pool_size):
             inputs = self._draw()
             lent, desc = share(arena, inputs)
             self._pool.append((lent, desc))
             self._pristine.append(inputs)
+            self._pristine_seeds.append(self._seed())
         self._receive = []
         for _ in range(self._checked):
             buffers = []
@@ -855,7 +875,12 @@ class _CandidateTimer:
 
     def _draw(self) -> list[Any]:
         self._draws += 1
-        return self.loaded.draw_inputs(self.chain.options.seed + 2_000_000 + self._draws)
+        return self.loaded.draw_inputs(self._seed())
+
+    def _seed(self) -> int:
+        """The seed of the latest draw: the same sequence every evaluation, so the reference's answers to the sets
+        whose outputs are checked are kept across candidates (judge/references.py)."""
+        return self.chain.options.seed + 2_000_000 + self._draws
 
     def per_call_ms(self) -> float:
         reply = self.chain._request(self.process, self.budget, "estimate", "timing (warm-up)", key="0",
@@ -869,6 +894,7 @@ class _CandidateTimer:
             for dst, src in zip(iter_tensors(lent), iter_tensors(inputs), strict=True):
                 dst.copy_(src)
             self._pristine[i] = inputs
+            self._pristine_seeds[i] = self._seed()
         self.chain.backend.synchronize()
 
     def block(self, reps: int) -> list[float]:
@@ -926,7 +952,10 @@ class _CandidateTimer:
         reply = self.chain._request(self.process, self.budget, "fetch", "timing (outputs)", indices=indices,
                                     receive=descs)
         for n, (index, copied) in enumerate(zip(indices, reply.get("copied", []), strict=True)):
-            expected = flatten_outputs(self.loaded.reference(self._pristine[index % self.pool_size]))
+            pristine = self._pristine[index % self.pool_size]
+            draw = (self._pristine_seeds[index % self.pool_size], "", None)
+            memo_key, known = self.chain._expected(self.loaded, pristine, draw)
+            expected = flatten_outputs(known.expected)
             if not copied:
                 raise _ChainFailure(EvalStatus.INCORRECT, f"timed call {index + 1} of a timing block returned "
                                     "outputs of another structure than the correctness trials did")
@@ -935,10 +964,8 @@ class _CandidateTimer:
             cmp = compare_outputs(got, expected, reference64=None,
                                   tolerances={getattr(torch, k): v for k, v in self.chain.options.tolerances.items()})
             if not cmp.ok:
-                pristine = self._pristine[index % self.pool_size]
-                cmp64 = compare_outputs(got, expected, reference64=lambda p=pristine: flatten_outputs(
-                    self.loaded.reference64(p)), rounded64=lambda p=pristine: flatten_outputs(
-                    self.loaded.reference64(round_significand(p))))
+                reference64, rounded64 = self.chain._expected64(self.loaded, pristine, memo_key, known)
+                cmp64 = compare_outputs(got, expected, reference64=reference64, rounded64=rounded64)
                 if not cmp64.ok:
                     raise _ChainFailure(EvalStatus.INCORRECT, f"a timed run's output is wrong (call {index + 1} "
                                         f"of timing block {self._blocks}): {cmp.message} — the timed runs must "

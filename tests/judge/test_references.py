@@ -171,3 +171,21 @@ def test_the_loaded_reference_is_kept_and_every_candidate_is_built_from_its_firs
     second = interpreter_evaluator.evaluate(task, Candidate.from_source(READS_BUFFER))
     assert second.status is EvalStatus.OK, second.message  # built from calls = 0 again, not from 7 calls later
     assert len(built.read_text().splitlines()) == constructed  # the instance was not built again
+
+
+def test_timed_runs_are_checked_against_kept_answers_too(tmp_path, interpreter_evaluator):
+    """The timing phase checks a few timed calls' outputs against the reference on pristine copies of their inputs:
+    those draws repeat every evaluation, so a later candidate's timing asks the reference nothing new; and a kernel
+    that computes something else only when timed is still caught (tests/judge/test_adversarial.py's timing hacks
+    run through the same path)."""
+    from dataclasses import replace
+
+    task, _calls = _task(tmp_path, 1.0)
+    timed = replace(interpreter_evaluator.options, timing=True)
+    relu = (FIXTURES / "relu" / "correct.py").read_text()
+    first = interpreter_evaluator.evaluate(task, Candidate.from_source(relu), timed)
+    assert first.status is EvalStatus.OK, first.message
+    second = interpreter_evaluator.evaluate(task, Candidate.from_source(relu, params={"BLOCK": 512}), timed)
+    assert second.status is EvalStatus.OK, second.message
+    assert second.details["reference_memo"]["misses"] == 0, second.details["reference_memo"]
+    assert second.details["reference_memo"]["hits"] >= 7  # the correctness runs and the timed calls' checks
