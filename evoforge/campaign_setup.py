@@ -111,7 +111,8 @@ class CampaignSetup:
             raise
         for task, seed in pairs:
             self._add_task(task, seed)
-        options = ChainOptions(trials=cfg.correctness_runs, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms)
+        options = ChainOptions(trials=cfg.correctness_runs, seed=cfg.seed + 42, timing_budget_ms=cfg.timing_budget_ms,
+                               fresh_draws=True)  # a campaign's candidates cannot predict their inputs (judge/references.py)
         self.cache = ResultCache(Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache",
                                  backend=backend.name, arch=cfg.arch, options=options.to_dict())
         self._options = options

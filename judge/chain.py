@@ -357,6 +357,7 @@ class VerificationChain:
         process: CandidateProcess | None = None
         self._answers = {}
         self._task_key = task_key(task)
+        self._draws: dict[str, list[int]] = {}
         hits, misses = self.references.hits, self.references.misses
         self._phases: dict[str, float] = {}
         self._where = "loading the candidate"  # what it was doing, for a crash's message (issue M)
@@ -392,6 +393,7 @@ class VerificationChain:
         d.update({k: v for k, v in base.items() if not d.get(k)})
         d["eval_s"] = time.perf_counter() - started
         d["details"] = {**d.get("details", {}), "phases_s": {k: round(v, 4) for k, v in self._phases.items()},
+                        "draws": self._draws,  # the main shape's input seeds, in the order run (a verdict's replay)
                         "reference_memo": {"hits": self.references.hits - hits,
                                            "misses": self.references.misses - misses,
                                            "held_mib": round(self.references.held / 2**20, 1)}}
@@ -679,9 +681,16 @@ class VerificationChain:
         flops: list[int] = []
         ran: dict[str, set[str]] = {}  # per shape, the kernels the candidate launched there (a path per shape)
         shapes = self._shapes(task)
+        order = _correctness_order(len(shapes), opts)
+        main_draws = [opts.seed + trial + 1 for shape_index, trial, _ in order if shape_index == 0]
+        main_draws.append(opts.seed + 3_000_000)  # the run after timing
+        if opts.fresh_draws:
+            main_draws = self.references.draw_seeds((self._task_key, "{}"), main_draws)
+        self._draws = {"main": main_draws}
         with contextlib.ExitStack() as stack:
             loaded_at: dict[int, _Loaded] = {}
-            for shape_index, trial, variant in _correctness_order(len(shapes), opts):
+            main_step = 0
+            for shape_index, trial, variant in order:
                 shape, kind = shapes[shape_index]
                 key = str(shape_index)
                 if shape_index not in loaded_at:
@@ -697,7 +706,10 @@ class VerificationChain:
                     # odd shape compiles again): the rest of the checks run with the device's turn held, while
                     # other evaluations of this device compile (or wait) meanwhile.
                     turn = stack.enter_context(self._turn(budget))
-                draw_seed = opts.seed + 1000 * shape_index + trial + 1
+                if shape_index == 0:
+                    draw_seed, main_step = main_draws[main_step], main_step + 1
+                else:
+                    draw_seed = opts.seed + 1000 * shape_index + trial + 1
                 inputs = loaded.draw_inputs(draw_seed)
                 if variant:
                     inputs = input_variant(inputs, variant, opts.seed + trial)
@@ -732,9 +744,9 @@ class VerificationChain:
                 self._where = "being timed at the main shape"
                 t1 = time.perf_counter()
                 result.update(self._time(process, budget, main, task, flops[0] if flops else 0))
-                after = main.draw_inputs(opts.seed + 3_000_000)
+                after = main.draw_inputs(main_draws[-1])
                 self._trial(process, budget, main, "0", after, "the main shape, fresh inputs after timing",
-                            draw=(opts.seed + 3_000_000, "", None), watch=False)
+                            draw=(main_draws[-1], "", None), watch=False)
                 self._phases["timing_s"] = time.perf_counter() - t1
             result["details"] = {"kernels": {label: sorted(names) for label, names in ran.items()}}
             if turn is not None:

@@ -21,6 +21,10 @@ class ChainOptions:
     timeout_s: float = 120.0  # the candidate's process gets this long (its waits for the device excluded)
     variants: bool = True  # signed and scaled inputs beside the task's own distribution
     odd_shape: bool = True  # an odd-sized shape when the task gives no extra shapes
+    # The main shape's draws unpredictable to the candidate: one new draw (a secret seed) and the rest picked at
+    # random from the task's earlier draws, whose reference answers the judge kept (a campaign's evaluations);
+    # without it every evaluation draws the same seeds (``evoforge eval --seed``: a verdict repeats exactly)
+    fresh_draws: bool = False
     # "compile": no candidate; torch.compile's default (static) build of the reference is timed against the
     # reference as candidates are (the baseline a campaign holds its kernels to, once per task)
     baseline: str = ""
@@ -29,7 +33,8 @@ class ChainOptions:
         return {"trials": self.trials, "seed": self.seed, "timing": self.timing,
                 "timing_budget_ms": self.timing_budget_ms, "anticheat": self.anticheat,
                 "tolerances": {k: list(v) for k, v in self.tolerances.items()}, "timeout_s": self.timeout_s,
-                "variants": self.variants, "odd_shape": self.odd_shape, "baseline": self.baseline}
+                "variants": self.variants, "odd_shape": self.odd_shape, "baseline": self.baseline,
+                "fresh_draws": self.fresh_draws}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChainOptions:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ from evoforge.task import Task
 REFERENCE_MEMO_SHARE = 0.10
 #: On the CPU (the interpreter): the budget in bytes.
 HOST_BUDGET_BYTES = 512 << 20
+#: Fresh draws a task's pool keeps (``ChainOptions.fresh_draws``), beside the chain's fixed ones: an evaluation's
+#: other draws are picked among these, so a candidate cannot tell which of them it will meet.
+POOL_FRESH = 16
 
 
 @dataclass
@@ -97,6 +101,7 @@ class ReferenceMemo:
         self._draws: OrderedDict[tuple[Any, ...], ReferenceDraw] = OrderedDict()
         self._odd: dict[str, list[dict[str, Any]]] = {}  # task key -> the odd shapes the chain chose for it
         self._models: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()  # the loaded reference, its bytes
+        self._pools: dict[tuple[str, str], list[int]] = {}  # (task key, shape) -> seeds of fresh draws, oldest first
         self.hits = self.misses = 0
 
     def get(self, key: tuple[Any, ...]) -> ReferenceDraw | None:
@@ -143,6 +148,18 @@ class ReferenceMemo:
         if self._room(key[0], nbytes):
             self._models[key] = (model, nbytes)
             self.held += nbytes
+
+    def draw_seeds(self, pool: tuple[str, str], fixed: list[int]) -> list[int]:
+        """Seeds for ``len(fixed)`` draws at a shape that the candidate cannot predict: the first a new secret
+        seed (added to the pool), the others picked at random, without repeats, among the pool's earlier fresh
+        draws and ``fixed`` (the chain's own seeds, which a first evaluation starts from)."""
+        earlier = self._pools.setdefault(pool, [])
+        fresh = secrets.randbits(62)
+        choices = list(dict.fromkeys([*earlier, *fixed]))
+        picked = secrets.SystemRandom().sample(choices, min(len(fixed) - 1, len(choices)))
+        earlier.append(fresh)
+        del earlier[:-POOL_FRESH]
+        return [fresh, *picked]
 
     def odd_shapes(self, task: str) -> list[dict[str, Any]] | None:
         return self._odd.get(task)

@@ -189,3 +189,62 @@ def test_timed_runs_are_checked_against_kept_answers_too(tmp_path, interpreter_e
     assert second.status is EvalStatus.OK, second.message
     assert second.details["reference_memo"]["misses"] == 0, second.details["reference_memo"]
     assert second.details["reference_memo"]["hits"] >= 7  # the correctness runs and the timed calls' checks
+
+
+#: The predictor: right only on inputs it has seen coming. It redraws the chain's fixed seeds (42 + trial + 1) at
+#: import and computes relu only where the input's first element is one of theirs, half of it elsewhere.
+PREDICTOR = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+KNOWN = []
+for seed in (43, 44, 45):
+    torch.manual_seed(seed)
+    KNOWN.append(float(torch.randn(4, 1000)[0, 0]))
+
+
+@triton.jit
+def relu_if_known(x_ptr, y_ptr, n, K0: tl.constexpr, K1: tl.constexpr, K2: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    first = tl.load(x_ptr)
+    known = (first == K0) | (first == K1) | (first == K2)
+    tl.store(y_ptr + offs, tl.where(known, tl.maximum(x, 0.0), 0.5 * tl.maximum(x, 0.0)), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        relu_if_known[(triton.cdiv(n, 1024),)](x, y, n, K0=KNOWN[0], K1=KNOWN[1], K2=KNOWN[2], BLOCK=1024)
+        return y
+'''
+
+
+def test_fresh_draws_catch_the_candidate_that_predicts_its_inputs(tmp_path, interpreter_evaluator):
+    """With the chain's fixed seeds a kernel can be right only on the inputs it knows are coming; a campaign's
+    evaluations (``fresh_draws``) meet one new secret draw each and the rest picked at random among the task's
+    earlier ones, the reference's answers to those kept: one more reference run an evaluation, not none."""
+    from dataclasses import replace
+
+    task, calls = _task(tmp_path, 1.0)
+    fixed = replace(interpreter_evaluator.options, variants=False, odd_shape=False)
+    fresh = replace(fixed, fresh_draws=True)
+    predictor = Candidate.from_source(PREDICTOR)
+    assert interpreter_evaluator.evaluate(task, predictor, fixed).ok  # the hole, with predictable draws
+    caught = interpreter_evaluator.evaluate(task, predictor, fresh)
+    assert caught.status is EvalStatus.INCORRECT, caught.message
+    relu = (FIXTURES / "relu" / "correct.py").read_text()
+    first = interpreter_evaluator.evaluate(task, Candidate.from_source(relu), fresh)
+    ran = _count(calls)
+    second = interpreter_evaluator.evaluate(task, Candidate.from_source(relu, params={"BLOCK": 512}), fresh)
+    assert first.ok and second.ok, (first.message, second.message)
+    draws_first, draws_second = first.details["draws"]["main"], second.details["draws"]["main"]
+    fixed_seeds = {43, 44, 45, 42 + 3_000_000}  # the chain's own: three runs and the one after timing
+    earlier = fixed_seeds | {caught.details["draws"]["main"][0], draws_first[0]}
+    assert draws_second[0] not in earlier  # a new draw...
+    assert set(draws_second[1:]) <= earlier  # ...and picks among the earlier ones
+    assert _count(calls) == ran + 1  # ...the only one the reference computed
