@@ -49,10 +49,11 @@ RECHECK_SEED_STRIDE = 10_000_019
 
 
 def recheck_options(options: dict[str, Any], k: int) -> dict[str, Any]:
-    """The chain's options for the ``k``-th re-check of a campaign: its own input draws. Every evaluation of the
-    search draws its inputs from one seed, so a kernel right on those draws alone (an answer that depends on the
-    values, an accuracy at the edge of the tolerance) passes each of them; its re-check must see draws no
-    evaluation of the search saw. (L2/18's bf16 split, once thought such a kernel, was not: the re-timing script
+    """The chain's options for the ``k``-th re-check of a campaign: its own input draws. The search's evaluations
+    meet one new draw each and the others from the task's pool (``ChainOptions.fresh_draws``), so a kernel right on
+    a few draws alone (an answer that depends on the values, an accuracy at the edge of the tolerance) can pass
+    some of them; its re-check must see draws no evaluation of the search saw: its seed gives it fixed draws and a
+    pool of its own (judge/chain.py). (L2/18's bf16 split, once thought such a kernel, was not: the re-timing script
     that called it incorrect lacked the chain's yardstick for a 3-pass split; experiments/benchmarks/split_yardstick.py
     puts its error at 0.43x the chain's bound on both draws it tries.)"""
     return {**options, "seed": int(options.get("seed", 42)) + RECHECK_SEED_STRIDE * (k + 1)}

@@ -685,7 +685,8 @@ class VerificationChain:
         main_draws = [opts.seed + trial + 1 for shape_index, trial, _ in order if shape_index == 0]
         main_draws.append(opts.seed + 3_000_000)  # the run after timing
         if opts.fresh_draws:
-            main_draws = self.references.draw_seeds((self._task_key, "{}"), main_draws)
+            # the pool is the seed's: a re-check (its own seed, evoforge/confirm.py) meets no draw the search met
+            main_draws = self.references.draw_seeds((self._task_key, f"{{}} seed {opts.seed}"), main_draws)
         self._draws = {"main": main_draws}
         with contextlib.ExitStack() as stack:
             loaded_at: dict[int, _Loaded] = {}

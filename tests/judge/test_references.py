@@ -248,3 +248,14 @@ def test_fresh_draws_catch_the_candidate_that_predicts_its_inputs(tmp_path, inte
     assert draws_second[0] not in earlier  # a new draw...
     assert set(draws_second[1:]) <= earlier  # ...and picks among the earlier ones
     assert _count(calls) == ran + 1  # ...the only one the reference computed
+    from evoforge.confirm import recheck_options
+    from evoforge.judge.options import ChainOptions
+
+    for block in (128, 256, 512, 1024, 2048, 4096):  # the search's pool grows: a shared pool would be met
+        more = interpreter_evaluator.evaluate(task, Candidate.from_source(relu, params={"BLOCK": block}), fresh)
+        draws_second = draws_second + more.details["draws"]["main"]
+    recheck = ChainOptions.from_dict(recheck_options(fresh.to_dict(), 0))
+    again = interpreter_evaluator.evaluate(task, Candidate.from_source(relu, params={"BLOCK": 256}), recheck)
+    assert again.ok, again.message
+    searched = set(draws_first) | set(draws_second) | set(caught.details["draws"]["main"])
+    assert not set(again.details["draws"]["main"]) & searched  # a re-check meets no draw the search met
