@@ -248,8 +248,9 @@ def test_fresh_draws_catch_the_candidate_that_predicts_its_inputs(tmp_path, inte
     assert draws_second[0] not in earlier  # a new draw...
     assert set(draws_second[1:]) <= earlier  # ...and picks among the earlier ones
     assert _count(calls) == ran + 1  # ...the only one the reference computed
-    from evoforge.confirm import recheck_options
     from evoforge.judge.options import ChainOptions
+
+    from evoforge.confirm import recheck_options
 
     for block in (128, 256, 512, 1024, 2048, 4096):  # the search's pool grows: a shared pool would be met
         more = interpreter_evaluator.evaluate(task, Candidate.from_source(relu, params={"BLOCK": block}), fresh)
