@@ -34,11 +34,19 @@ class BaselineAndFinalists:
         setting = self.config.compile_baseline
         return setting == "on" or (setting == "auto" and self.backend.device_count() > 0)
 
+    def _need_bytes(self, task_name: str) -> int:
+        """The device memory one evaluation of the task holds (the judge's copies beside the candidate's): the pool
+        starts it once its device has that to spare (search/pool.py)."""
+        from evoforge.search.pool import JUDGE_BYTES_PER_INPUT_BYTE
+
+        return JUDGE_BYTES_PER_INPUT_BYTE * int(self._input_bytes.get(task_name, 0))
+
     def _send_baseline(self, state: TaskState) -> None:
         from evoforge.judge.evaluator import baseline_candidate
 
         options = {**self._options.to_dict(), "baseline": "compile"}
-        worker = self.pool.submit((BASELINE_JOB, state.task.name), state.task, baseline_candidate(state.task), options)
+        worker = self.pool.submit((BASELINE_JOB, state.task.name), state.task, baseline_candidate(state.task), options,
+                                  need_bytes=self._need_bytes(state.task.name))
         self._submitted[worker] = time.time()
 
     def _baseline_timed(self, state: TaskState, result: EvalResult) -> None:
@@ -90,10 +98,12 @@ class BaselineAndFinalists:
                 from evoforge.judge.evaluator import baseline_candidate
 
                 worker = self.pool.submit((BASELINE_JOB, name, "retime"), state.task, baseline_candidate(state.task),
-                                          {**self._options.to_dict(), "baseline": "compile"})
+                                          {**self._options.to_dict(), "baseline": "compile"},
+                                          need_bytes=self._need_bytes(name))
             else:
                 worker = self.pool.submit((confirm.CONFIRM_JOB, name, candidate.id), state.task, candidate,
-                                          confirm.recheck_options(self._options.to_dict(), self._rechecks))
+                                          confirm.recheck_options(self._options.to_dict(), self._rechecks),
+                                          need_bytes=self._need_bytes(name))
                 self._rechecks += 1
             self._submitted[worker] = time.time()
 

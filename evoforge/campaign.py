@@ -318,8 +318,8 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
                     built.append((state, made, since))
                 while built and self.pool.free() > 0:
                     state, made, _since = built.pop(0)
-                    self._submitted[self.pool.submit(state.task.name, state.task, made,
-                                                     self._options.to_dict())] = time.time()
+                    self._submitted[self.pool.submit(state.task.name, state.task, made, self._options.to_dict(),
+                                                     need_bytes=self._need_bytes(state.task.name))] = time.time()
                 # Results that finished.
                 for task_name, candidate, result, worker in self.pool.poll(timeout_s=0.05):
                     if isinstance(task_name, tuple):  # (BASELINE_JOB, task[, "retime"]) or (CONFIRM_JOB, task, id)

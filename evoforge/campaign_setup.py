@@ -210,14 +210,17 @@ class CampaignSetup:
         assert self.backend is not None, "prepare() first"
         cfg = self.config
         per_device = cfg.evaluators_per_device
-        if self.backend.device_count() and self._input_bytes:
-            biggest = max(self._input_bytes, key=lambda name: self._input_bytes[name])
-            device_bytes = int(self.backend.properties.get("total_memory_bytes") or 0)
-            per_device = evaluators_that_fit(per_device, self._input_bytes[biggest], device_bytes)
-            if per_device < cfg.evaluators_per_device:
-                self.say(f"campaign {cfg.name}: task {biggest} has {self._input_bytes[biggest] / 2**30:.1f} GiB of "
-                         f"inputs; {cfg.evaluators_per_device} evaluations at once would not fit in the device's "
-                         f"{device_bytes / 2**30:.0f} GiB, so {per_device} per device evaluate (evaluators_per_device)")
+        device_bytes = int(self.backend.properties.get("total_memory_bytes") or 0) if self.backend.device_count() else 0
+        if device_bytes and self._input_bytes:
+            # Each evaluation holds its own task's share of the device (search/pool.py): a large task's evaluations
+            # run alone on it, the others beside each other, not every task as if it were the largest.
+            alone = sorted(name for name, b in self._input_bytes.items()
+                           if evaluators_that_fit(per_device, b, device_bytes) < per_device)
+            if alone:
+                self.say(f"campaign {cfg.name}: {', '.join(alone)} ha{'s' if len(alone) == 1 else 've'} too many GiB "
+                         f"of inputs for {per_device} evaluations at once in the device's {device_bytes / 2**30:.0f} "
+                         "GiB: each of their evaluations runs with fewer beside it; the other tasks' run "
+                         f"{per_device} per device (evaluators_per_device)")
         workers, num_gpus = pool_shape(self.backend, workers=cfg.workers, per_device=per_device)
         simulated = getattr(self.backend, "simulated", False)
         per_actor = min(cfg.replay.devices_per_actor, workers) if simulated else 1
@@ -244,12 +247,13 @@ class CampaignSetup:
                             "hide_paths": [str(self.run_dir.resolve())]}
         if options := self._backend_options():
             evaluator_kwargs["backend_options"] = options
+        memory = {"device_bytes": device_bytes, "devices": self.backend.device_count()} if not simulated else {}
         if self.pools is not None:
             self.pool = self.pools.lend(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
-                                        timeout_s=cfg.timeout_s, slots_per_actor=per_actor)
+                                        timeout_s=cfg.timeout_s, slots_per_actor=per_actor, **memory)
         else:
             self.pool = EvalPool(size=workers, evaluator_kwargs=evaluator_kwargs, num_gpus=num_gpus,
-                                 timeout_s=cfg.timeout_s, slots_per_actor=per_actor)
+                                 timeout_s=cfg.timeout_s, slots_per_actor=per_actor, **memory)
         self.pool.wait_started()  # where no evaluator can start, one line now, not a campaign of `crashed`
         cfg.write(self.run_dir / "config.json")
         # The time budget is the search's: it starts once the evaluators are there, not during the set-up (torch.compile

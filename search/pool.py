@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
@@ -145,8 +145,36 @@ class EvalActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def gpu(self) -> int:
+        """The device Ray gave this actor (0 where it gave none): the pool accounts device memory per device."""
+        ids = ray.get_gpu_ids()
+        return int(ids[0]) if ids else 0
+
     def shutdown(self) -> None:
         self.evaluator.close()
+
+
+def admitted(waiting: list[tuple[int, int]], running: dict[int, list[int]], device_bytes: int) -> list[int]:
+    """Which of the held-back evaluations ``waiting`` ((device, bytes needed), oldest first) start now, beside the
+    bytes ``running`` on each device: one fits where its device's evaluations and it hold at most 90% of
+    ``device_bytes``, and any fits a device running nothing (one evaluation too big for the device is the judge's to
+    refuse, with the device's own message). A device whose oldest held-back evaluation does not fit starts nothing
+    newer: small evaluations arriving all the time would otherwise pass a large one over for ever. Without
+    ``device_bytes`` every one starts."""
+    if not device_bytes:
+        return list(range(len(waiting)))
+    held = {d: list(b) for d, b in running.items()}
+    blocked: set[int] = set()
+    out = []
+    for i, (device, need) in enumerate(waiting):
+        if device in blocked:
+            continue
+        if held.get(device) and sum(held[device]) + need > 0.9 * device_bytes:
+            blocked.add(device)
+            continue
+        held.setdefault(device, []).append(need)
+        out.append(i)
+    return out
 
 
 @dataclass
@@ -159,6 +187,11 @@ class _Slot:
     tag: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     group: int = 0  # the actor process this slot's evaluations go to (several slots may share one)
+    need_bytes: int = 0  # the device memory the judge's evaluation in this slot holds (``EvalPool.device_bytes``)
+    waiting: tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None] | None = None  # held back for memory
+    submitted: float = 0.0
+    held_back: bool = False  # not started when submitted: its device lacked the memory then
+    device: int | None = None
 
 
 class EvalPool:
@@ -170,8 +203,15 @@ class EvalPool:
     every slot it served."""
 
     def __init__(self, *, size: int, evaluator_kwargs: dict[str, Any], num_gpus: float = 0.0,
-                 timeout_s: float = 120.0, grace_s: float = 120.0, slots_per_actor: int = 1) -> None:
+                 timeout_s: float = 120.0, grace_s: float = 120.0, slots_per_actor: int = 1,
+                 device_bytes: int = 0, devices: int = 1) -> None:
         self.evaluator_kwargs = evaluator_kwargs
+        # Each device's memory (0: not accounted). An evaluation submitted with ``need_bytes`` starts once its
+        # device holds it beside the evaluations running there (always, on a device running nothing), in the order
+        # submitted on that device: a large task's evaluations run alone, a small task's beside each other, instead
+        # of every task evaluated as if it were the largest (``evaluators_that_fit``).
+        self.device_bytes = device_bytes
+        self.devices = max(1, devices)
         self.num_gpus = num_gpus
         self.slots_per_actor = max(1, slots_per_actor)
         self.timeout_s = timeout_s
@@ -216,19 +256,52 @@ class EvalPool:
         return len(self.slots)
 
     def free(self) -> int:
-        return sum(1 for s in self.slots if s.busy is None)
+        return sum(1 for s in self.slots if s.job is None)
 
     def in_flight(self) -> int:
         return self.size - self.free()
 
-    def submit(self, key: Any, task: Task, candidate: Candidate, options: dict[str, Any] | None = None) -> str:
+    def submit(self, key: Any, task: Task, candidate: Candidate, options: dict[str, Any] | None = None, *,
+               need_bytes: int = 0) -> str:
         """Hand ``candidate`` to a free actor; ``options`` (a ``ChainOptions`` dict) replace the pool's own for this
-        evaluation (a pool lent to several campaigns evaluates each with its own)."""
-        slot = next(s for s in self.slots if s.busy is None)
-        slot.busy = slot.actor.evaluate.remote(task.to_dict(), candidate.to_dict(), options)
+        evaluation (a pool lent to several campaigns evaluates each with its own). With ``device_bytes`` set, it
+        starts once its device has ``need_bytes`` to spare (``poll`` starts it), else at once."""
+        slot = next(s for s in self.slots if s.job is None)
         slot.job = (key, task, candidate)
-        slot.started = time.monotonic()
+        slot.need_bytes = max(0, int(need_bytes)) if self.device_bytes else 0
+        slot.submitted = time.monotonic()
+        slot.waiting = (task.to_dict(), candidate.to_dict(), options)
+        self._start_waiting()
+        slot.held_back = slot.waiting is not None
         return slot.tag
+
+    def _device(self, slot: _Slot) -> int:
+        if self.devices <= 1:
+            return 0
+        if slot.device is None:
+            try:
+                slot.device = int(ray.get(slot.actor.gpu.remote(), timeout=120))
+            except Exception:  # noqa: BLE001  (an actor that cannot say: its group's place in the pool's order)
+                slot.device = slot.group % self.devices
+        return slot.device
+
+    def _start_waiting(self) -> None:
+        """Start the held-back evaluations whose device has room now (``admitted``)."""
+        held_back = sorted((s for s in self.slots if s.waiting is not None), key=lambda s: s.submitted)
+        if not held_back:
+            return
+        device_of = (lambda s: self._device(s)) if self.device_bytes else (lambda s: 0)
+        running: dict[int, list[int]] = {}
+        for s in self.slots:
+            if s.busy is not None:
+                running.setdefault(device_of(s), []).append(s.need_bytes)
+        chosen = admitted([(device_of(s), s.need_bytes) for s in held_back], running, self.device_bytes)
+        for slot in (held_back[i] for i in chosen):
+            assert slot.waiting is not None
+            task, candidate, options = slot.waiting
+            slot.waiting = None
+            slot.busy = slot.actor.evaluate.remote(task, candidate, options)
+            slot.started = time.monotonic()
 
     def _replace_actor(self, slot: _Slot) -> None:
         """A fresh actor for the slot's group; a slot whose actor another slot of the group replaced already takes
@@ -241,11 +314,13 @@ class EvalPool:
             self._actors[slot.group] = self._new_actor()
         slot.actor = self._actors[slot.group]
         slot.restarts += 1
+        slot.device = None  # the new actor's device is Ray's to choose again
 
     def poll(self, timeout_s: float = 0.1) -> list[tuple[Any, Candidate, EvalResult, str]]:
         """Finished evaluations as (key, candidate, result, worker tag); waits at most ``timeout_s``."""
         refs = [s.busy for s in self.slots if s.busy is not None]
         if not refs:
+            self._start_waiting()
             return []
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         ready_set = set(ready)
@@ -272,8 +347,12 @@ class EvalPool:
                 self._replace_actor(slot)
             else:
                 continue
+            if slot.held_back:  # held back for the device's memory: said with the result, not hidden in its time
+                result = replace(result, details={**result.details,
+                                                  "memory_wait_s": round(slot.started - slot.submitted, 3)})
             out.append((key, candidate, result, slot.tag))
-            slot.busy, slot.job = None, None
+            slot.busy, slot.job, slot.need_bytes = None, None, 0
+        self._start_waiting()
         return out
 
     def shutdown(self) -> None:
@@ -307,7 +386,7 @@ class PoolShare:
         self._pools: dict[str, EvalPool] = {}
 
     def lend(self, *, size: int, evaluator_kwargs: dict[str, Any], num_gpus: float = 0.0,
-             timeout_s: float = 120.0, slots_per_actor: int = 1) -> EvalPool:
+             timeout_s: float = 120.0, slots_per_actor: int = 1, device_bytes: int = 0, devices: int = 1) -> EvalPool:
         kwargs = {k: v for k, v in evaluator_kwargs.items() if k != "options"}
         own = [p for p in kwargs.get("hide_paths", []) if not any(_within(p, h) for h in self.hide_paths)]
         kwargs["hide_paths"] = self.hide_paths + own
@@ -315,7 +394,9 @@ class PoolShare:
         if key not in self._pools:
             self._pools[key] = EvalPool(size=size, evaluator_kwargs=kwargs, num_gpus=num_gpus, timeout_s=timeout_s,
                                         slots_per_actor=slots_per_actor)
-        return self._pools[key]
+        pool = self._pools[key]
+        pool.device_bytes, pool.devices = device_bytes, max(1, devices)  # this campaign's tasks' accounting
+        return pool
 
     def give_back(self, pool: EvalPool) -> None:
         """A pool comes back after its campaign; one with evaluations still in flight (the campaign stopped

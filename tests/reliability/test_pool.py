@@ -132,6 +132,43 @@ def test_evaluators_sharing_a_device_take_turns_to_measure(relu_small, local_ray
     assert windows[1][0] >= windows[0][1], f"measuring windows overlap: {windows}"
 
 
+def test_a_large_tasks_evaluation_waits_for_memory_and_small_ones_run_beside_each_other(relu_small, local_ray):
+    """Evaluators sized by each task's memory (issue Y): on a device of 100 units two evaluations needing 10 each
+    run side by side, neither held back; one needing 10 submitted while one needing 95 runs waits for it (and its
+    result says how long), instead of the whole campaign running one evaluator because one task is large."""
+    pool = EvalPool(size=2, evaluator_kwargs=_pool_kwargs(), timeout_s=60, grace_s=60, device_bytes=100)
+    try:
+        for key in ("small-1", "small-2"):
+            pool.submit(key, relu_small, good(), need_bytes=10)
+        first = {key: result for key, _c, result, _w in _wait_results(pool, n=2, timeout_s=300)}
+        pool.submit("large", relu_small, good(), need_bytes=95)
+        pool.submit("small-3", relu_small, good(), need_bytes=10)
+        assert pool.free() == 0  # held back, a slot is still taken: the campaign submits no more than fit the pool
+        done = _wait_results(pool, n=2, timeout_s=300)
+    finally:
+        pool.shutdown()
+    assert all(r.status is EvalStatus.OK and "memory_wait_s" not in r.details for r in first.values()), first
+    results = {key: r for key, _c, r, _w in done}
+    assert all(r.status is EvalStatus.OK for r in results.values()), {k: (r.status, r.message) for k, r in
+                                                                      results.items()}
+    assert [key for key, _c, _r, _w in done] == ["large", "small-3"]
+    assert "memory_wait_s" not in results["large"].details  # a device running nothing takes any evaluation
+    assert results["small-3"].details["memory_wait_s"] > 0
+
+
+def test_admission_fits_each_device_and_passes_no_large_evaluation_over():
+    from evoforge.search.pool import admitted
+
+    assert admitted([(0, 10), (0, 10)], {}, 100) == [0, 1]  # small ones side by side
+    assert admitted([(0, 95)], {0: [10]}, 100) == []  # a large one waits for the device to empty...
+    assert admitted([(0, 95)], {}, 100) == [0]  # ...and runs alone then; so does one larger than the device
+    assert admitted([(0, 200)], {}, 100) == [0]
+    assert admitted([(0, 95), (0, 10)], {0: [10]}, 100) == []  # no newer one passes it on its device
+    assert admitted([(0, 95), (1, 10)], {0: [10]}, 100) == [1]  # another device's go on
+    assert admitted([(0, 50), (0, 50)], {}, 100) == [0]  # 90% of the device at most
+    assert admitted([(0, 95), (0, 10)], {0: [10]}, 0) == [0, 1]  # no device memory given: nothing held back
+
+
 @pytest.fixture(scope="module")
 def turn_sandbox():
     """One judge whose device's turn is a lock of its own, for both turn tests (one start-up of its process, not
