@@ -256,7 +256,8 @@ class EvalPool:
         return len(self.slots)
 
     def free(self) -> int:
-        return sum(1 for s in self.slots if s.job is None)
+        """Slots with nothing in flight and nothing held back for memory."""
+        return sum(1 for s in self.slots if s.job is None and s.busy is None)
 
     def in_flight(self) -> int:
         return self.size - self.free()
@@ -266,7 +267,7 @@ class EvalPool:
         """Hand ``candidate`` to a free actor; ``options`` (a ``ChainOptions`` dict) replace the pool's own for this
         evaluation (a pool lent to several campaigns evaluates each with its own). With ``device_bytes`` set, it
         starts once its device has ``need_bytes`` to spare (``poll`` starts it), else at once."""
-        slot = next(s for s in self.slots if s.job is None)
+        slot = next(s for s in self.slots if s.job is None and s.busy is None)
         slot.job = (key, task, candidate)
         slot.need_bytes = max(0, int(need_bytes)) if self.device_bytes else 0
         slot.submitted = time.monotonic()
