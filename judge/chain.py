@@ -246,6 +246,7 @@ class _Loaded:
         self.ref = self.task_module.Model(*self.init_inputs).to(device)  # train mode, as KernelBench runs it
         self._ref64: Any = None
         self.mutates_inputs: bool | None = None  # learnt on its first call (``reference``)
+        self.flops: int | None = None  # the reference's FLOPs at this shape, counted once (they do not depend on a draw)
         # The buffers as initialised (a BatchNorm's running statistics move with every call in train mode): put
         # back before the instance serves another candidate, which is built from its state (``restore``).
         self._buffers = {name: b.detach().clone() for name, b in self.ref.named_buffers()}
@@ -477,9 +478,13 @@ class VerificationChain:
                 f"GiB of the device's {total / 2**30:.0f} GiB")
 
     # ------------------------------------------------------------------------------ the candidate's process
+    def _memo_key(self, shape: dict[str, Any], *draw: Any) -> tuple[Any, ...]:
+        """What the reference's answers at ``shape`` depend on (judge/references.py), and the draw's own seeds."""
+        return (self._task_key, json.dumps(shape, sort_keys=True), str(self.backend.device), self.options.seed, *draw)
+
     def _loaded(self, task: Task, shape: dict[str, Any]) -> _Loaded:
         """The task loaded at ``shape``, kept across candidates while it fits the reference memo."""
-        key = (self._task_key, json.dumps(shape, sort_keys=True), str(self.backend.device), self.options.seed)
+        key = self._memo_key(shape)
         loaded = self.references.model(key)
         if loaded is None:
             loaded = _Loaded(task, shape, self.backend.device, self.options.seed)
@@ -563,19 +568,20 @@ class VerificationChain:
         """The reference's answer to ``draw`` (made into ``inputs``): kept from an earlier candidate where the memo
         has it (judge/references.py), else computed on the judge's own copy (and its FLOPs counted if asked)."""
         started = time.perf_counter()
-        memo_key = (self._task_key, json.dumps(loaded.shape, sort_keys=True), str(self.backend.device),
-                    self.options.seed, *draw)
+        memo_key = self._memo_key(loaded.shape, *draw)
         known = self.references.get(memo_key)
-        if known is None or (count_flops and known.flops is None):
+        count = count_flops and loaded.flops is None
+        if known is None or count:
             counter = None
-            if count_flops:
+            if count:
                 from torch.utils.flop_counter import FlopCounterMode
 
                 counter = FlopCounterMode(display=False)
             with counter or contextlib.nullcontext():
                 expected = loaded.reference(inputs)
-            known = self.references.keep(memo_key, expected, mutates_inputs=bool(loaded.mutates_inputs),
-                                         flops=counter.get_total_flops() if counter is not None else None)
+            if counter is not None:
+                loaded.flops = counter.get_total_flops()
+            known = known or self.references.keep(memo_key, expected, mutates_inputs=bool(loaded.mutates_inputs))
         loaded.mutates_inputs = known.mutates_inputs  # what its first call showed, in whichever candidate's turn
         self._phases["reference_s"] = self._phases.get("reference_s", 0.0) + time.perf_counter() - started
         return memo_key, known
@@ -603,7 +609,7 @@ class VerificationChain:
         expected = known.expected
         reference_mutates = known.mutates_inputs
         if flops is not None:
-            flops.append(int(known.flops or 0))
+            flops.append(int(loaded.flops or 0))
         if only_if_finite and not _finite(expected):
             return None
         expected_flat = flatten_outputs(expected)

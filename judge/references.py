@@ -1,8 +1,8 @@
 """The reference's outputs, computed once per draw and kept by the evaluation process (issue Y).
 
-Every candidate of a task is judged on the same draws (the chain's seeds follow from the campaign's), so the
-reference's output for a draw, its float64 outputs where the comparison needs them, its FLOP count and whether it
-writes to its inputs are the same for every candidate: recomputing them per candidate kept the GPU busy with the
+Candidates of a task meet the same draws again (the chain's fixed seeds; in a campaign, the pool of earlier draws
+its evaluations pick from, ``draw_seeds``), so the reference's output for a draw, its float64 outputs where the
+comparison needs them and whether it writes to its inputs are the same for every candidate: recomputing them per candidate kept the GPU busy with the
 judge's own work (a float64 convolution can take longer than the candidate's whole check). The memo lives in the
 judge's process (judge/worker.py keeps one chain per backend), never where a candidate can reach it.
 
@@ -46,7 +46,6 @@ class ReferenceDraw:
 
     expected: Any
     mutates_inputs: bool
-    flops: int | None
     nbytes: int
     lazy: dict[str, Any] = field(default_factory=dict)  # "reference64", "rounded64": computed where needed
 
@@ -113,11 +112,11 @@ class ReferenceMemo:
         self.hits += 1
         return draw
 
-    def keep(self, key: tuple[Any, ...], expected: Any, *, mutates_inputs: bool, flops: int | None) -> ReferenceDraw:
+    def keep(self, key: tuple[Any, ...], expected: Any, *, mutates_inputs: bool) -> ReferenceDraw:
         """The draw as computed; kept for the next candidate if it fits (else returned, not kept)."""
         nbytes = _bytes(expected)
         kept = _detached_clone(expected) if self._room(key[0], nbytes) else None
-        draw = ReferenceDraw(expected if kept is None else kept, mutates_inputs, flops, nbytes)
+        draw = ReferenceDraw(expected if kept is None else kept, mutates_inputs, nbytes)
         if kept is not None:
             self._draws[key] = draw
             self.held += nbytes

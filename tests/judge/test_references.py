@@ -85,18 +85,18 @@ def test_the_memo_keeps_within_its_budget_and_drops_other_tasks_first():
     memo = ReferenceMemo(budget=3 * 4096)
     block = torch.zeros(1024)  # 4 KiB
     for i in range(3):
-        memo.keep(("a", i), block, mutates_inputs=False, flops=None)
+        memo.keep(("a", i), block, mutates_inputs=False)
     assert memo.held == 3 * 4096
-    memo.keep(("a", 3), block, mutates_inputs=False, flops=None)  # task a's own draws are never dropped for it
+    memo.keep(("a", 3), block, mutates_inputs=False)  # task a's own draws are never dropped for it
     assert memo.get(("a", 0)) is not None and memo.get(("a", 3)) is None
-    kept = memo.keep(("b", 0), block + 1, mutates_inputs=True, flops=7)  # another task: a's oldest makes room
+    kept = memo.keep(("b", 0), block + 1, mutates_inputs=True)  # another task: a's oldest makes room
     assert memo.get(("b", 0)) is kept and torch.equal(kept.expected, block + 1) and kept.mutates_inputs
     assert memo.held <= memo.budget and memo.get(("a", 1)) is None
     source = torch.ones(1024)
-    copy = memo.keep(("b", 1), source, mutates_inputs=False, flops=None).expected
+    copy = memo.keep(("b", 1), source, mutates_inputs=False).expected
     source.zero_()
     assert float(copy.sum()) == 1024.0
-    assert memo.keep(("c", 0), torch.zeros(8192), mutates_inputs=False, flops=None).expected.numel() == 8192
+    assert memo.keep(("c", 0), torch.zeros(8192), mutates_inputs=False).expected.numel() == 8192
     assert memo.get(("c", 0)) is None  # larger than the whole budget: returned, not kept
 
 
