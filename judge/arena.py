@@ -8,7 +8,7 @@ JSON-able dicts, so nothing the candidate's process sends back is ever unpickled
 - CPU (the Triton interpreter): a file in the judge's private directory mapped shared (``torch.from_file``).
 - CUDA: one device allocation in a memory pool of its own, shared once per candidate process through torch's
   CUDA IPC (the same handles ``torch.multiprocessing`` uses), so its segment holds nothing but arena data.
-- Staged (``staged=True``; a contained GPU candidate, whose process cannot open a CUDA IPC handle from inside its
+- Staged (``mode="staged"``; a contained GPU candidate, whose process cannot open a CUDA IPC handle from inside its
   namespaces): each side keeps a private copy on its device, and the file of the CPU arena carries the bytes between
   them, request by request, region by region. Before a request the judge writes to the file every region the
   request names (``Arena.stage``); the candidate's process copies those onto its device (``ArenaView.pull``), serves
@@ -16,17 +16,24 @@ JSON-able dicts, so nothing the candidate's process sends back is ever unpickled
   (the judge checks they were left as they were) before it replies (``push``); the judge reads those back
   (``unstage``). At every request boundary the judge sees what a shared allocation would show it; neither side
   ever maps the other's device memory. The price is the copies (measured in experiments/results/isolation/).
+- Exported (``mode="exported"``; a contained GPU candidate where the driver can export memory as a file
+  descriptor): the arena is made with CUDA's virtual memory management (judge/vmm.py) and its descriptor crosses
+  the judge's channel to the candidate's process (``SCM_RIGHTS`` over the Unix socket), which maps the same
+  memory: shared as CUDA IPC shares it, with no copies, through any namespaces. On the CPU the same protocol
+  carries a ``memfd`` (no path at all), so the tests run it here.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+from evoforge.judge.candidate_process import ARENA_MODES as MODES
 
 ALIGN_BYTES = 512
 
@@ -49,11 +56,14 @@ def _span_elements(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
 class Arena:
     """A bump allocator over shared memory; ``reset`` between phases. Grows (a new mapping) when a phase needs more."""
 
-    def __init__(self, *, device: str, directory: Path, initial_bytes: int = 64 << 20, staged: bool = False) -> None:
+    def __init__(self, *, device: str, directory: Path, initial_bytes: int = 64 << 20, mode: str = "shared") -> None:
+        if mode not in MODES:
+            raise ValueError(f"arena mode {mode!r}: one of {', '.join(MODES)}")
         self.device = device
         self.directory = directory
-        self.staged = staged
+        self.mode = mode
         self.generation = 0
+        self.fd: int | None = None  # exported: the descriptor each candidate's process receives with the handle
         self._pool: Any = None
         self._buffer: torch.Tensor | None = None
         self._host: torch.Tensor | None = None  # staged: the file both sides copy through
@@ -66,6 +76,10 @@ class Arena:
     def is_cuda(self) -> bool:
         return self.device.startswith("cuda")
 
+    @property
+    def staged(self) -> bool:
+        return self.mode == "staged"
+
     def _ensure(self, nbytes: int) -> None:
         if nbytes <= self._capacity:
             return
@@ -77,6 +91,17 @@ class Arena:
         if self.staged:
             self._map_file(capacity)
             self._buffer = torch.empty(capacity, dtype=torch.uint8, device=self.device)
+        elif self.mode == "exported" and self.is_cuda:
+            from evoforge.judge.vmm import Mapping
+
+            mapping = Mapping.create(self.device, capacity)
+            self.fd = mapping.export()
+            capacity = mapping.size  # rounded up to the device's granularity
+            self._buffer = mapping.tensor()
+        elif self.mode == "exported":
+            self.fd = os.memfd_create("evoforge-arena", os.MFD_CLOEXEC)
+            os.ftruncate(self.fd, capacity)
+            self._buffer = _map_fd(self.fd, capacity)
         elif self.is_cuda:
             pool_cls = getattr(torch.cuda, "MemPool", None)
             if pool_cls is not None:  # a segment of its own: an IPC handle exposes the whole segment
@@ -100,6 +125,9 @@ class Arena:
     def handle(self) -> dict[str, Any]:
         """What the candidate's process needs to map the arena (sent over a pickling channel, judge to candidate)."""
         assert self._buffer is not None
+        if self.mode == "exported":  # the descriptor (``fd``) follows the message that carries this handle
+            return {"generation": self.generation, "fd_follows": True, "size": self._capacity,
+                    "device": self.device}
         if self.is_cuda and not self.staged:
             return {"generation": self.generation, "cuda": self._buffer, "device": self.device}
         return {"generation": self.generation, "path": str(self._path), "size": self._capacity,
@@ -153,9 +181,12 @@ class Arena:
                         "stride": list(stride)}
 
     def close(self) -> None:
-        self._buffer = None
+        self._buffer = None  # exported on a GPU: unmapped when the last view of it goes (judge/vmm.py)
         self._host = None
         self._pool = None
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
         if self._path is not None:
             try:
                 os.unlink(self._path)
@@ -163,6 +194,31 @@ class Arena:
                 pass
             self._path = None
         self._capacity = 0
+
+
+def _map_fd(fd: int, size: int) -> torch.Tensor:
+    """A shared mapping of the file behind ``fd`` (a memfd) as a uint8 tensor. Mapped through /proc/self/fd, as
+    torch maps a file: it keeps no descriptor open (Python's ``mmap`` would keep a duplicate of ``fd``)."""
+    return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=size, dtype=torch.uint8)
+
+
+def send_fd(conn: Any, fd: int) -> None:
+    """The arena's descriptor after the message that names it, on the same channel (a Unix socket)."""
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        socket.send_fds(sock, [b"F"], [fd])
+
+
+def receive_fd(conn: Any, message: Any) -> None:
+    """If ``message`` (a spec or a request) carries an exported arena's handle, its descriptor is next on the
+    channel: take it now, before anything else is read, into the handle (``handle["fd"]``)."""
+    handle = message.get("arena") if isinstance(message, dict) else None
+    if not (isinstance(handle, dict) and handle.get("fd_follows")):
+        return
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+    if not fds:
+        raise RuntimeError("arena: the judge's descriptor did not arrive with its handle")
+    handle["fd"] = fds[0]
 
 
 def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -247,6 +303,17 @@ class ArenaView:
         self._buffer = self._host = None  # the old mapping (and device copy) go before the new one is made
         if "cuda" in handle:
             self._buffer = handle["cuda"]
+        elif handle.get("fd_follows"):
+            fd = handle["fd"]
+            try:
+                if str(handle["device"]).startswith("cuda"):
+                    from evoforge.judge.vmm import Mapping
+
+                    self._buffer = Mapping.open(handle["device"], fd, int(handle["size"])).tensor()
+                else:
+                    self._buffer = _map_fd(fd, int(handle["size"]))
+            finally:
+                os.close(fd)  # the mapping holds the memory; no descriptor of it stays open here
         else:
             mapped = torch.from_file(handle["path"], shared=True, size=int(handle["size"]), dtype=torch.uint8)
             if handle.get("staged"):

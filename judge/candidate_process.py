@@ -66,18 +66,26 @@ def _bare_context() -> Any:
     return _CONTEXT
 
 
-def staged_arena(device: str) -> bool:
-    """Whether the judge's arena is staged through a file (judge/arena.py) rather than shared: for a contained
-    GPU candidate, whose process cannot open a CUDA IPC handle from inside bubblewrap's namespaces (measured on the
-    H200: cudaErrorMapBufferObjectFailed). ``EVOFORGE_ARENA=staged|shared`` decides instead (a test runs the
-    staged protocol on the CPU)."""
+ARENA_MODES = ("shared", "staged", "exported")  # judge/arena.py
+
+
+def arena_mode(device: str) -> str:
+    """How the judge's arena reaches the candidate's process (judge/arena.py). Shared (CUDA IPC, or a mapped file
+    on the CPU) unless the candidate is contained on a GPU: its process cannot open a CUDA IPC handle from inside
+    bubblewrap's namespaces (measured on the H200: cudaErrorMapBufferObjectFailed), so the arena is exported as a
+    file descriptor where the driver can (judge/vmm.py), else staged through a file. ``EVOFORGE_ARENA=shared|
+    staged|exported`` decides instead (the tests run each protocol on the CPU)."""
     forced = os.environ.get("EVOFORGE_ARENA", "")
-    if forced in ("staged", "shared"):
-        return forced == "staged"
+    if forced in ARENA_MODES:
+        return forced
     if not device.startswith("cuda"):
-        return False
+        return "shared"
     _bare_context()
-    return CONTAINMENT is not None and CONTAINMENT.mode == "bwrap"
+    if CONTAINMENT is None or CONTAINMENT.mode != "bwrap":
+        return "shared"
+    from evoforge.judge import vmm
+
+    return "exported" if vmm.supported(device) else "staged"
 
 
 def _parent_imports() -> None:
@@ -332,7 +340,8 @@ def descendants(pid: int) -> list[int]:
 class CandidateProcess:
     """One candidate's process: the candidate imported, ModelNew built per shape, forward run on request."""
 
-    def __init__(self, *, spec: dict[str, Any], workdir: Path, startup_timeout_s: float) -> None:
+    def __init__(self, *, spec: dict[str, Any], workdir: Path, startup_timeout_s: float,
+                 arena_fd: int | None = None) -> None:
         warm_up()
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -358,7 +367,7 @@ class CandidateProcess:
         # first closes every descriptor it inherited, and opening the handle initialises CUDA, whose own
         # descriptors must come after that.
         try:
-            self._conn.send(spec)
+            self._send(spec, arena_fd)
         except (BrokenPipeError, OSError):
             pass  # the read below reports how it died
         self.pid = self._process.pid
@@ -366,12 +375,22 @@ class CandidateProcess:
         self.arena_generation = -1  # the judge's arena generation this process has mapped
         self.ready = self._read(self._nonce, startup_timeout_s, what="importing the candidate")
 
-    def request(self, op: str, timeout_s: float, **payload: Any) -> dict[str, Any]:
+    def _send(self, message: dict[str, Any], arena_fd: int | None) -> None:
+        """One message; an exported arena's descriptor right after the message whose handle names it."""
+        self._conn.send(message)
+        if (message.get("arena") or {}).get("fd_follows"):
+            if arena_fd is None:
+                raise ValueError("an exported arena's handle needs its descriptor (arena_fd)")
+            from evoforge.judge.arena import send_fd
+
+            send_fd(self._conn, arena_fd)
+
+    def request(self, op: str, timeout_s: float, *, arena_fd: int | None = None, **payload: Any) -> dict[str, Any]:
         """Send one request and wait for its reply (or for ``timeout_s`` seconds, then kill)."""
         self.requests += 1
         nonce = f"{self.requests}-{secrets.token_hex(8)}"
         try:
-            self._conn.send({"op": op, "nonce": nonce, **payload})
+            self._send({"op": op, "nonce": nonce, **payload}, arena_fd)
         except (BrokenPipeError, OSError):
             pass  # the read below sees the death and says how it died
         return self._read(nonce, timeout_s, what=op)

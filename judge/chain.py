@@ -44,7 +44,7 @@ from evoforge.backends.base import (
     versions,
 )
 from evoforge.judge.arena import Arena, iter_tensors, nested_bytes, share
-from evoforge.judge.candidate_process import CandidateGone, CandidateProcess, staged_arena
+from evoforge.judge.candidate_process import CandidateGone, CandidateProcess, arena_mode
 from evoforge.judge.compare import compare_outputs, flatten_outputs, round_significand
 from evoforge.judge.floor import floor_verdict, physical_floor_ms
 from evoforge.judge.guards import compute_ops
@@ -69,6 +69,10 @@ _COPY_INPUTS_BELOW = 256 << 20  # the reference gets copies of inputs smaller th
 #: The share of the device's memory the judge's own copies for a task must hold for a candidate's out-of-memory
 #: to count as the judge's (on the H200 an 8 GiB task's judge held 120 of 140 GiB; a small task's, a few).
 JUDGE_HOLDS_SHARE = 0.5
+
+
+class _ArenaUnmappable(RuntimeError):
+    """The candidate's process could not map the judge's arena: the judge's failure, never the candidate's."""
 
 
 class _ChainFailure(Exception):
@@ -334,6 +338,7 @@ class VerificationChain:
         self.workdir = workdir
         self.notify = notify or (lambda event: None)  # progress for the caller's clock: "turn-wait", "turn"
         self._arena: Arena | None = None
+        self.arena_fallback = ""  # why an exported arena gave way to a staged one (results say so)
         self._flush_ms: float | None = None
         self.representative = backend.name != "interpreter"  # times that say something about a GPU
         self._answers: dict[str, list[Any]] = {}  # per shape, the last trial's expected outputs
@@ -344,7 +349,7 @@ class VerificationChain:
     def arena(self) -> Arena:
         if self._arena is None:
             self._arena = Arena(device=self.backend.device, directory=self.workdir / "arena",
-                                staged=staged_arena(self.backend.device))
+                                mode=arena_mode(self.backend.device))
         return self._arena
 
     def run(self, task: Task, candidate: Candidate) -> EvalResult:
@@ -398,8 +403,11 @@ class VerificationChain:
                         "reference_memo": {"hits": self.references.hits - hits,
                                            "misses": self.references.misses - misses,
                                            "held_mib": round(self.references.held / 2**20, 1)}}
-        if self._arena is not None and self._arena.staged:
-            d["details"]["arena"] = "staged"  # inputs and outputs crossed through a file, not shared device memory
+        if self._arena is not None and self._arena.mode != "shared":
+            # staged: inputs and outputs crossed through a file; exported: shared through a descriptor (judge/vmm.py)
+            d["details"]["arena"] = self._arena.mode
+            if self.arena_fallback:
+                d["details"]["arena_fallback"] = self.arena_fallback
         return EvalResult.from_dict(d)
 
     def _compiled_reference(self, task: Task, started: float, base: dict[str, Any]) -> EvalResult:
@@ -499,9 +507,17 @@ class VerificationChain:
                 "language": candidate.language, "device": self.backend.device, "backend": self.backend.name,
                 "backend_options": {"arch": self.backend.arch}, "allow": list(task.allow),
                 "interpreted": self.backend.name == "interpreter", "arena": self.arena.handle()}
-        process = CandidateProcess(spec=spec, workdir=workdir, startup_timeout_s=min(budget.left(), STARTUP_TIMEOUT_S))
+        process = CandidateProcess(spec=spec, workdir=workdir, startup_timeout_s=min(budget.left(), STARTUP_TIMEOUT_S),
+                                   arena_fd=self.arena.fd)
         process.arena_generation = self.arena.generation
-        self._judge(process.ready, what="importing the candidate")
+        exported = self.arena.mode == "exported"
+        try:
+            self._judge(process.ready, what="importing the candidate")
+        except _ArenaUnmappable:
+            process.close()
+            if not exported:
+                raise
+            return self._start(task, candidate, budget)  # once more, through the staged arena _judge put in place
         return process
 
     def _judge(self, reply: dict[str, Any], *, what: str) -> dict[str, Any]:
@@ -513,6 +529,14 @@ class VerificationChain:
             lines = "; ".join(dict.fromkeys(str(v.get("message", "")) for v in violations))
             raise _ChainFailure(EvalStatus.REJECTED, f"{what}: {lines}", violations=kinds)
         error = reply.get("error")
+        if error and error.get("kind") == "arena":
+            if self._arena is not None and self._arena.mode == "exported":
+                # The descriptor did not map in the candidate's process (a driver or namespace that refuses it):
+                # this judge stages its arena from now on, as it would where the driver cannot export at all.
+                self._arena.close()
+                self._arena = Arena(device=self.backend.device, directory=self.workdir / "arena", mode="staged")
+                self.arena_fallback = str(error.get("message", ""))
+            raise _ArenaUnmappable(str(error.get("message", "")))
         if error:
             status = {"compile_error": EvalStatus.COMPILE_ERROR, "rejected": EvalStatus.REJECTED}.get(
                 error.get("kind"), EvalStatus.RUNTIME_ERROR)
@@ -527,7 +551,7 @@ class VerificationChain:
         staged = self.arena.stage(payload)
         if staged is not None:
             payload["stage"] = staged
-        reply = process.request(op, budget.left(), **payload)
+        reply = process.request(op, budget.left(), arena_fd=self.arena.fd, **payload)
         self.arena.unstage(staged)
         return self._judge(reply, what=stage)
 

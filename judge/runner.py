@@ -49,7 +49,7 @@ try:  # Triton's interpreter imports its gluon dialect on a kernel's first launc
     import triton.experimental.gluon.language  # noqa: F401
 except Exception:  # noqa: BLE001  (an older or newer Triton without it)
     pass
-from evoforge.judge.arena import ArenaView, dtype_name
+from evoforge.judge.arena import ArenaView, dtype_name, receive_fd
 from evoforge.judge.guards import LaunchCounter, OpRecorder
 
 _getframe = sys._getframe  # the harness's own references, taken before any candidate runs
@@ -148,11 +148,14 @@ class CandidateGuard:
         self._snapshot: dict[tuple[str, str], int] = {}
         self._modules: dict[str, int] = {}
         self._baseline_threads: set[str] = set()
+        self._watched: list[tuple[dict[str, Any], str, Any, str]] = []
+        self._installed = False  # a set-up that fails before the guard is in place has nothing of it to sweep
         self._pid = str(os.getpid())
 
     # ------------------------------------------------------------------ installation
     def install(self) -> None:
         sys.addaudithook(self._hook)  # cannot be removed: it lives as long as this process
+        self._installed = True
         guard = self
 
         def start(thread: threading.Thread) -> None:
@@ -334,6 +337,8 @@ class CandidateGuard:
     # ------------------------------------------------------------------ after each request
     def sweep(self) -> list[dict[str, str]]:
         """Violations found since the last sweep, including tampering and threads left running."""
+        if not self._installed:
+            return []
         for name, ident in self._modules.items():
             if id(sys.modules.get(name)) != ident:
                 self._record("tamper", f"replaces the module {name} in sys.modules")
@@ -473,7 +478,7 @@ class Harness:
             end.record()
             self._sync()
             self._events = (torch.cuda.Event, torch.cuda.Event.elapsed_time)  # taken before the candidate loads
-        self.arena.attach(self.spec["arena"])
+        self.attach(self.spec["arena"])
         if self.interpreted:
             _use_first_autotune_config()
         import numpy
@@ -483,6 +488,14 @@ class Harness:
         self.guard.baseline_threads()  # threads that exist now are the libraries'; a new one is the candidate's
         self.guard.install()
         self._load()
+
+    def attach(self, handle: dict[str, Any]) -> None:
+        """Map the judge's arena; a failure is the judge's to hear as such (kind ``arena``), not the candidate's."""
+        try:
+            self.arena.attach(handle)
+        except Exception as e:  # noqa: BLE001
+            raise _Failure("arena", f"mapping the judge's arena ({handle.get('device')}): "
+                           f"{type(e).__name__}: {e}") from e
 
     def _load(self) -> None:
         Path(self.source_file).write_text(self.spec["source"])
@@ -716,7 +729,8 @@ def serve(conn: Any) -> None:
         os.closerange(low + 1, high)
     try:
         spec = conn.recv()
-    except (EOFError, OSError):
+        receive_fd(conn, spec)  # an exported arena's descriptor comes next on the channel
+    except (EOFError, OSError, RuntimeError):
         return
     workdir = spec["workdir"]
     import resource
@@ -763,13 +777,14 @@ def serve(conn: Any) -> None:
     while True:
         try:
             request = conn.recv()
-        except (EOFError, OSError):
+            receive_fd(conn, request)
+        except (EOFError, OSError, RuntimeError):
             return
         if request.get("op") == "exit":
             return
         try:
             if "arena" in request:  # the judge's arena grew: map the new one
-                harness.arena.attach(request["arena"])
+                harness.attach(request["arena"])
             harness.arena.pull(request.get("stage"))
             body = handlers[request["op"]](request)
         except _Failure as f:

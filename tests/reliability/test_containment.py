@@ -212,9 +212,13 @@ def test_a_gpu_judge_contains_its_candidates_and_stages_their_arena(tmp_path, mo
     assert "\n" not in decided.why and "staged" in decided.why and "1 GPU device node" in decided.why
     monkeypatch.setattr(candidate_process, "_CONTEXT", object())  # the decision above is this judge's
     monkeypatch.setattr(candidate_process, "CONTAINMENT", decided)
-    assert candidate_process.staged_arena("cuda:0") and not candidate_process.staged_arena("cpu")
+    from evoforge.judge import vmm
+
+    # Exported as a descriptor where the driver can (judge/vmm.py; never on this machine), else staged.
+    assert candidate_process.arena_mode("cuda:0") == ("exported" if vmm.supported("cuda:0") else "staged")
+    assert candidate_process.arena_mode("cpu") == "shared"
     monkeypatch.setattr(candidate_process, "CONTAINMENT", containment.Containment("none", "uncontained"))
-    assert not candidate_process.staged_arena("cuda:0")  # uncontained, the device memory is shared as before
+    assert candidate_process.arena_mode("cuda:0") == "shared"  # uncontained, the device memory is shared as before
 
 
 def test_a_cute_toolchain_under_tmp_stays_visible(tmp_path, monkeypatch):
