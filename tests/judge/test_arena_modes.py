@@ -165,3 +165,47 @@ def test_an_arena_the_candidates_process_cannot_map_is_the_judges_failure_and_it
         assert result["status"] == "ok", result["message"]
         assert result["details"]["arena"] == "staged"
     assert "mapping the judge's arena (cuda:0)" in first["details"]["arena_fallback"]
+
+
+# ---------------------------------------------------------------- on a GPU only (the device machine runs these)
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (runs on the GPU machine)")
+
+
+@cuda
+def test_device_memory_exported_as_a_descriptor_is_one_memory_where_it_is_mapped_again():
+    from evoforge.judge import vmm
+
+    assert vmm.supported("cuda:0"), "the driver cannot export memory as a file descriptor here"
+    made = vmm.Mapping.create("cuda:0", 3 << 20)
+    assert made.size >= 3 << 20
+    fd = made.export()
+    mine = made.tensor()
+    theirs = vmm.Mapping.open("cuda:0", fd, made.size).tensor()
+    os.close(fd)
+    mine[:1024].fill_(7)
+    torch.cuda.synchronize()
+    assert theirs[:1024].sum().item() == 7 * 1024 and theirs.data_ptr() != mine.data_ptr()
+    theirs[-8:].fill_(3)
+    torch.cuda.synchronize()
+    assert mine[-8:].tolist() == [3] * 8
+    del theirs, mine  # the last views go: both mappings undone, the memory given back
+
+
+@cuda
+@pytest.mark.parametrize("mode", ["exported", "staged"])
+def test_a_cuda_candidate_is_judged_through_an_exported_arena_as_through_a_shared_one(mode, relu_task):
+    """Contained where bubblewrap is (EVOFORGE_BWRAP on the device machine), as a campaign's candidates are."""
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
+
+    evaluator = Evaluator(backend="cuda", options=ChainOptions(trials=2, seed=42), timeout_s=120, knowledge=False,
+                          child_env={"EVOFORGE_ARENA": mode})
+    try:
+        for name, status in (("relu/correct", EvalStatus.OK), ("adversarial/inputs_in_place", EvalStatus.REJECTED),
+                             ("adversarial/identity_as_relu", EvalStatus.INCORRECT)):
+            result = evaluator.evaluate(relu_task, Candidate.from_source((FIXTURES / f"{name}.py").read_text()))
+            assert result.status == status, (name, result.message)
+            assert result.details.get("arena") == mode, result.details
+    finally:
+        evaluator.close()
