@@ -46,7 +46,7 @@ from evoforge.backends.base import (
 from evoforge.judge.arena import Arena, iter_tensors, nested_bytes, share
 from evoforge.judge.candidate_process import CandidateGone, CandidateProcess, arena_mode
 from evoforge.judge.compare import compare_outputs, flatten_outputs, round_significand
-from evoforge.judge.floor import floor_verdict, physical_floor_ms
+from evoforge.judge.floor import below_floor, floor_verdict, physical_floor_ms
 from evoforge.judge.guards import compute_ops
 from evoforge.judge.options import ChainOptions  # noqa: F401  (its home is torch-free; the chain's name kept)
 from evoforge.judge.precheck import static_verdict
@@ -829,7 +829,7 @@ class VerificationChain:
                                             flops=flops, allow=task.allow)
             if status is not None:
                 raise _ChainFailure(status, message, measured_ms=cand_ms)
-            result["below_floor"] = cand_ms < 0.97 * bounds[2]
+            result["below_floor"] = below_floor(cand_ms, compute_floor_ms=bounds[2], allow=task.allow)
         elif not representative:
             result["message"] = "timed on the Triton interpreter: times are not representative of a GPU"
         return result

@@ -60,3 +60,11 @@ def floor_verdict(cand_ms: float, *, memory_floor_ms: float, compute_floor_ms: f
             f"{flops:.3g} FLOPs at the device's datasheet peak): impossible unless the kernel does fewer FLOPs than the "
             "reference (an algebraic rewrite); a task that admits one says so with EVOFORGE_ALLOW = ['fewer_flops']")
     return None, ""
+
+
+def below_floor(cand_ms: float, *, compute_floor_ms: float, allow: tuple[str, ...]) -> bool:
+    """Whether an ``ok`` time is flagged as under the floor (shown, never a task's best): under the reference's
+    FLOPs at peak where the task does not admit fewer. Where it does (``fewer_flops``), the time is the rewrite's
+    and counts like any other (before 2026-12-07 it was flagged all the same, and L2/14's campaign on an H100 had
+    30 correct evaluations at 22x and no best kernel)."""
+    return cand_ms < 0.97 * compute_floor_ms and "fewer_flops" not in allow

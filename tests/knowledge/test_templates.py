@@ -226,3 +226,17 @@ def test_a_task_whose_template_is_an_algebraic_rewrite_admits_fewer_flops_wherev
         status, _ = floor_verdict(0.1233, **floors, allow=admitted)
         assert (status is None) == ("fewer_flops" in admitted), (name, status)
     assert floor_verdict(0.05, **floors, allow=allow["level2/14_Gemm_Divide_Sum_Scaling"])[0] == EvalStatus.IMPLAUSIBLE
+    # Admitted, the rewrite's time is the task's best: on an H100 (2026-12-07) L2/14's 30 correct evaluations at 22x
+    # were all flagged below the floor, and the campaign exported no kernel ("no correct kernel was found").
+    from evoforge.judge.floor import below_floor
+
+    from evoforge.core import EvalResult
+
+    state = campaign.tasks["level2/14_Gemm_Divide_Sum_Scaling"]
+    result = EvalResult(status=EvalStatus.OK, runtime_ms=0.1233, ref_ms=2.73, speedup=2.73 / 0.1233,
+                        timing_representative=True, backend="cuda", arch="nvidia-sm90",
+                        below_floor=below_floor(0.1233, compute_floor_ms=0.4167, allow=state.task.allow))
+    state.history.append((state.seed, result))
+    state.results[state.seed.id] = result
+    assert state.best() is not None and state.best()[1].speedup > 20
+    assert below_floor(0.1233, compute_floor_ms=0.4167, allow=())  # not admitted: flagged, never the best
