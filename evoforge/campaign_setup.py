@@ -205,22 +205,17 @@ class CampaignSetup:
     def start_pool(self) -> None:
         """Ray and the evaluation actors; then the resolved config is written (the run directory now holds a
         campaign that ``--resume`` continues)."""
-        from evoforge.search.pool import EvalPool, evaluators_that_fit, init_ray, pool_shape
+        from evoforge.search.pool import EvalPool, campaign_evaluators_per_device, init_ray, pool_shape
 
         assert self.backend is not None, "prepare() first"
         cfg = self.config
-        per_device = cfg.evaluators_per_device
         device_bytes = int(self.backend.properties.get("total_memory_bytes") or 0) if self.backend.device_count() else 0
-        if device_bytes and self._input_bytes:
-            # Each evaluation holds its own task's share of the device (search/pool.py): a large task's evaluations
-            # run alone on it, the others beside each other, not every task as if it were the largest.
-            alone = sorted(name for name, b in self._input_bytes.items()
-                           if evaluators_that_fit(per_device, b, device_bytes) < per_device)
-            if alone:
-                self.say(f"campaign {cfg.name}: {', '.join(alone)} ha{'s' if len(alone) == 1 else 've'} too many GiB "
-                         f"of inputs for {per_device} evaluations at once in the device's {device_bytes / 2**30:.0f} "
-                         "GiB: each of their evaluations runs with fewer beside it; the other tasks' run "
-                         f"{per_device} per device (evaluators_per_device)")
+        per_device = campaign_evaluators_per_device(cfg.evaluators_per_device, self._input_bytes, device_bytes)
+        if per_device < cfg.evaluators_per_device:
+            biggest = max(self._input_bytes, key=lambda name: self._input_bytes[name])
+            self.say(f"campaign {cfg.name}: task {biggest} has {self._input_bytes[biggest] / 2**30:.1f} GiB of "
+                     f"inputs; {cfg.evaluators_per_device} evaluations at once would not fit in the device's "
+                     f"{device_bytes / 2**30:.0f} GiB, so {per_device} per device evaluate (evaluators_per_device)")
         workers, num_gpus = pool_shape(self.backend, workers=cfg.workers, per_device=per_device)
         simulated = getattr(self.backend, "simulated", False)
         per_actor = min(cfg.replay.devices_per_actor, workers) if simulated else 1

@@ -121,6 +121,18 @@ def evaluators_that_fit(per_device: int, input_bytes: int, device_bytes: int) ->
     return max(1, min(per_device, fits))
 
 
+def campaign_evaluators_per_device(per_device: int, input_bytes: dict[str, int], device_bytes: int) -> int:
+    """The evaluators a campaign starts on each device: as many as its largest task's evaluations fit at once.
+
+    Not fewer only while that task is evaluated: an evaluator that is not evaluating still holds device memory (its
+    arena, grown to the largest task it served, and its reference memo), which the pool's admission (``admitted``)
+    does not see. On an H100 (2026-12-07, experiments/results/h200/utilization/) a campaign that started two
+    evaluators beside a task of 6 GiB of inputs got ``runtime_error`` for the seeds of its three 6 GiB tasks,
+    where one evaluator a device evaluated them all."""
+    fits = [evaluators_that_fit(per_device, b, device_bytes) for b in input_bytes.values()]
+    return min(fits, default=max(per_device, 1))
+
+
 @ray.remote
 class EvalActor:
     """Evaluates one candidate at a time on the device Ray gave it."""

@@ -287,6 +287,21 @@ def test_evaluators_sharing_a_device_are_as_many_as_its_memory_holds():
     assert evaluators_that_fit(2, 1 << 20, 0) == 2  # a device that does not say its memory keeps what was asked
 
 
+def test_a_campaign_with_one_large_task_starts_as_many_evaluators_as_that_task_fits():
+    """Sizing evaluators by each evaluation alone (2026-12-07, morning) was wrong: an evaluator that is not evaluating
+    still holds its arena and reference memo, unseen by the pool's admission. On an H100 a campaign of six tasks,
+    three with 6 GiB of inputs, started two evaluators and got runtime_error for all three 6 GiB seeds; one evaluator
+    evaluated them. The campaign starts as many per device as its largest task's evaluations fit."""
+    from evoforge.search.pool import campaign_evaluators_per_device
+
+    h100 = 85_000_000_000
+    mixed = {"level1/19_ReLU": 6_442_450_944, "level1/23_Softmax": 6_442_450_944, "level1/40_LayerNorm": 64 << 20}
+    assert campaign_evaluators_per_device(2, mixed, h100) == 1
+    assert campaign_evaluators_per_device(2, {"level1/40_LayerNorm": 64 << 20}, h100) == 2
+    assert campaign_evaluators_per_device(2, mixed, 0) == 2  # a device that does not say its memory
+    assert campaign_evaluators_per_device(3, {}, h100) == 3
+
+
 def test_the_embedded_ray_starts_with_token_auth_off_as_designed():
     """The embedded start turns Ray's token authentication off for itself (DESIGN.md); the credential scrub
     around the start took ``RAY_AUTH_MODE`` out with the secrets (its name holds AUTH), and every campaign
