@@ -77,6 +77,10 @@ class Arena:
         return self.device.startswith("cuda")
 
     @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
     def staged(self) -> bool:
         return self.mode == "staged"
 

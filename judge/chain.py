@@ -348,9 +348,18 @@ class VerificationChain:
     @property
     def arena(self) -> Arena:
         if self._arena is None:
-            self._arena = Arena(device=self.backend.device, directory=self.workdir / "arena",
-                                mode=arena_mode(self.backend.device))
+            mode = "staged" if self.arena_fallback else arena_mode(self.backend.device)
+            self._arena = Arena(device=self.backend.device, directory=self.workdir / "arena", mode=mode)
         return self._arena
+
+    def trim(self) -> None:
+        """Between evaluations: an arena grown past the reference memo's budget goes back to the device. An
+        evaluator waiting for its next candidate would otherwise hold the largest task's inputs, receive buffers and
+        timing sets (tens of GiB at KernelBench's 6 GiB tasks), which no other process on the device knows of; the
+        next evaluation makes a new one (one allocation)."""
+        if self._arena is not None and self._arena.capacity > self.references.budget:
+            self._arena.close()
+            self._arena = None
 
     def run(self, task: Task, candidate: Candidate) -> EvalResult:
         started = time.perf_counter()

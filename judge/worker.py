@@ -151,6 +151,7 @@ def main() -> int:
         chain.options = ChainOptions.from_dict(request.get("options", {}))
         chain.notify = notify
         result = chain.run(Task.from_dict(request["task"]), Candidate.from_dict(request["candidate"]))
+        chain.trim()
         _release_device_memory()
         answer = {"id": request.get("id"), "result": json_safe(result.to_dict())}
         protocol.write(json.dumps(answer) + "\n")

@@ -209,3 +209,43 @@ def test_a_cuda_candidate_is_judged_through_an_exported_arena_as_through_a_share
             assert result.details.get("arena") == mode, result.details
     finally:
         evaluator.close()
+
+
+_TRIMMED = '''
+import json, sys
+from pathlib import Path
+from evoforge.backends.registry import get_backend
+from evoforge.judge.chain import ChainOptions, VerificationChain
+from evoforge.core import Candidate, json_safe
+from evoforge.task import Task, parse_shapes
+
+task = Task.load("L1/19", overrides={"batch_size": 4, "dim": 1000}, shapes=parse_shapes("batch_size=3,dim=777"))
+chain = VerificationChain(get_backend("interpreter"), ChainOptions(trials=2, timing=False, seed=42), Path(sys.argv[1]))
+chain.references.budget = int(sys.argv[3])  # the memo's budget: 10% of a GPU's memory, 512 MiB on the CPU
+source = Path(sys.argv[2]).read_text()
+out = []
+for _ in range(2):
+    result = chain.run(task, Candidate.from_source(source, task=task.name))
+    chain.trim()  # what the evaluation process does after each evaluation (judge/worker.py)
+    out.append({"status": str(result.status), "message": result.message, "held": chain._arena is not None,
+                "files": sorted(p.name for p in (Path(sys.argv[1]) / "arena").glob("arena-*"))})
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize(("budget", "kept"), [(1 << 10, False), (1 << 30, True)])
+def test_an_idle_evaluator_gives_back_an_arena_larger_than_its_memo_budget(tmp_path, budget, kept):
+    """On an H100 (2026-12-07) evaluations ran out of device memory beside idle evaluators: one held 51.66 GiB while
+    it waited, its arena grown to a 6 GiB task's inputs, receive buffers and timing sets. Between evaluations the
+    judge keeps an arena only as large as its reference memo's budget; the next evaluation makes a new one."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _TRIMMED, str(tmp_path / "judge"), str(FIXTURES / "relu/correct.py"),
+                           str(budget)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for row in json.loads(proc.stdout.strip().splitlines()[-1]):
+        assert row["status"] == "ok", row["message"]
+        assert row["held"] == kept and bool(row["files"]) == kept, row  # given back: no arena, no file behind it
