@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from evoforge.judge.candidate_process import ARENA_MODES as MODES
+from evoforge.judge.options import ARENA_MODES as MODES
 
 ALIGN_BYTES = 512
 

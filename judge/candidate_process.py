@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evoforge.judge.options import ARENA_MODES
+
 from evoforge.core import EvalStatus, last_error_line, without_terminal_codes
 
 _MAX_REPLY_BYTES = 1 << 20
@@ -64,9 +66,6 @@ def _bare_context() -> Any:
             context.set_executable(CONTAINMENT.executable)
         _CONTEXT = context
     return _CONTEXT
-
-
-ARENA_MODES = ("shared", "staged", "exported")  # judge/arena.py
 
 
 def arena_mode(device: str) -> str:

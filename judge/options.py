@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+#: How the judge's arena reaches the candidate's process (judge/arena.py, ``candidate_process.arena_mode``).
+ARENA_MODES = ("shared", "staged", "exported")
+
 
 @dataclass(frozen=True)
 class ChainOptions:
