@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 from collections.abc import Iterator
+from multiprocessing import reduction
 from pathlib import Path
 from typing import Any
 
@@ -207,9 +207,9 @@ def _map_fd(fd: int, size: int) -> torch.Tensor:
 
 
 def send_fd(conn: Any, fd: int) -> None:
-    """The arena's descriptor after the message that names it, on the same channel (a Unix socket)."""
-    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
-        socket.send_fds(sock, [b"F"], [fd])
+    """The arena's descriptor after the message that names it, on the same channel (a Unix socket: multiprocessing's
+    own ``send_handle``, ``SCM_RIGHTS``)."""
+    reduction.send_handle(conn, fd, None)
 
 
 def receive_fd(conn: Any, message: Any) -> None:
@@ -218,11 +218,10 @@ def receive_fd(conn: Any, message: Any) -> None:
     handle = message.get("arena") if isinstance(message, dict) else None
     if not (isinstance(handle, dict) and handle.get("fd_follows")):
         return
-    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
-        _, fds, _, _ = socket.recv_fds(sock, 1, 1)
-    if not fds:
-        raise RuntimeError("arena: the judge's descriptor did not arrive with its handle")
-    handle["fd"] = fds[0]
+    try:
+        handle["fd"] = reduction.recv_handle(conn)
+    except RuntimeError as e:  # the next bytes were not a descriptor
+        raise RuntimeError(f"arena: the judge's descriptor did not arrive with its handle ({e})") from e
 
 
 def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:

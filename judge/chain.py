@@ -541,9 +541,9 @@ class VerificationChain:
         if error and error.get("kind") == "arena":
             if self._arena is not None and self._arena.mode == "exported":
                 # The descriptor did not map in the candidate's process (a driver or namespace that refuses it):
-                # this judge stages its arena from now on, as it would where the driver cannot export at all.
+                # this judge stages its arena from now on (``arena``), as where the driver cannot export at all.
                 self._arena.close()
-                self._arena = Arena(device=self.backend.device, directory=self.workdir / "arena", mode="staged")
+                self._arena = None
                 self.arena_fallback = str(error.get("message", ""))
             raise _ArenaUnmappable(str(error.get("message", "")))
         if error:
