@@ -126,6 +126,10 @@ def run_campaign(config: Path, log: Path, extra: list[str]) -> tuple[int, float]
 
 
 # ------------------------------------------------------------------------------------------------ re-timing
+def _host(values: list[Any]) -> list[Any]:
+    return [v.cpu() if hasattr(v, "cpu") else v for v in values]
+
+
 def _correct(task: Any, source: str, device: str) -> str:
     """'' when the kernel matches the reference at the main shape on fresh inputs (the chain's tolerances, its
     float64 criterion included), else why not: the re-timing times what was checked."""
@@ -153,14 +157,21 @@ def _correct(task: Any, source: str, device: str) -> str:
     with torch.no_grad():
         got, expected = flatten_outputs(new(*inputs)), flatten_outputs(ref(*[
             x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]))
-        def reference64(xs: list[Any]) -> list[Any]:
-            return flatten_outputs(__import__("copy").deepcopy(ref).double()(*[
-                x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]))
+        def reference64(xs: list[Any], where: str) -> list[Any]:
+            return flatten_outputs(__import__("copy").deepcopy(ref).to(where).double()(*[
+                x.to(where).double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]))
 
         # the float64 criterion's yardstick as the chain has it (judge/compare.py): the larger of the reference's
         # own distance and that of its inputs rounded to a 3-pass split's precision, which an fp32 task admits
-        cmp = compare_outputs(got, expected, reference64=lambda: reference64(inputs),
-                              rounded64=lambda: reference64(round_significand(inputs)))
+        try:
+            cmp = compare_outputs(got, expected, reference64=lambda: reference64(inputs, device),
+                                  rounded64=lambda: reference64(round_significand(inputs), device))
+        except torch.OutOfMemoryError:  # a large task's float64 copies do not fit beside it: compared on the host
+            torch.cuda.empty_cache()
+            got, expected, inputs = _host(got), _host(expected), _host(inputs)
+            torch.cuda.empty_cache()
+            cmp = compare_outputs(got, expected, reference64=lambda: reference64(inputs, "cpu"),
+                                  rounded64=lambda: reference64(round_significand(inputs), "cpu"))
     return "" if cmp.ok else cmp.message[:300]
 
 
@@ -351,7 +362,8 @@ def summarize(paths: list[Path], sample: Path | None, out: Path) -> str:
         if sel.get("listed"):  # a family listed whole, not a draw
             lines += ["", f"Tasks: {sel['count']}, listed on {sel['date']}: {sel['population_rule']}; `{sample.name}`."]
         else:
-            lines += ["", f"Sample: {sel['count']} tasks drawn with seed {sel['seed']} on {sel['date']} from a "
+            how = f"drawn with seed {sel['seed']}" if "seed" in sel else f"drawn ({sel.get('draw', 'how: not said')})"
+            lines += ["", f"Sample: {sel['count']} tasks {how} on {sel['date']} from a "
                       f"population of {sel['population']} ({sel['population_rule']}); `{sample.name}`."]
     lines += ["", "Exported kernels (each task run as `evoforge run` with default options; re-timed in another "
               "process against eager and torch.compile's default static build):", "",
