@@ -37,9 +37,7 @@ class BaselineAndFinalists:
     def _need_bytes(self, task_name: str) -> int:
         """The device memory one evaluation of the task holds (the judge's copies beside the candidate's): the pool
         starts it once its device has that to spare (search/pool.py)."""
-        from evoforge.search.pool import JUDGE_BYTES_PER_INPUT_BYTE
-
-        return JUDGE_BYTES_PER_INPUT_BYTE * int(self._input_bytes.get(task_name, 0))
+        return int(self._need.get(task_name, 0))
 
     def _send_baseline(self, state: TaskState) -> None:
         from evoforge.judge.evaluator import baseline_candidate

@@ -83,6 +83,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         self.tasks: dict[str, TaskState] = {}
         self._input_shapes: dict[str, tuple[tuple[int, ...], ...]] = {}  # task -> its inputs' shapes (meta device)
         self._input_bytes: dict[str, int] = {}  # task -> its inputs' bytes at the main shape
+        self._need: dict[str, int] = {}  # task -> the device memory one evaluation holds (search.pool)
         self.not_started: dict[str, str] = {}  # task -> why it has no seed (a campaign of several goes on without it)
         self.starts: Any = None  # TaskStarts: how each task starts (evoforge/task_start.py), made by _load_tasks
         self.mutators: dict[str, Mutator] = {}
@@ -236,6 +237,9 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
         baselines = [s for s in self.tasks.values() if s.baseline is None] if self.times_compile() else []
         with CampaignProgress(self, enabled=self.progress) as progress:
             while True:
+                # The captures running now hold device memory: the pool's admission counts it.
+                if self.starts is not None:
+                    self.pool.set_outside(self.starts.capture_holds(), owner=self.config.name)
                 # Tasks whose capture arrived: their seed, starts and torch.compile's build join the round robin.
                 for state in self._arrivals():
                     names.append(state.task.name)
@@ -438,6 +442,7 @@ class Campaign(CampaignSetup, ChildRoute, BaselineAndFinalists):
             self.builds = None
         if self.pool is not None:
             if self.pools is not None:
+                self.pool.set_outside({}, owner=self.config.name)  # its captures are over: a pool lent on holds none
                 self.pools.give_back(self.pool)
             else:
                 self.pool.shutdown()

@@ -39,6 +39,7 @@ class CampaignSetup:
         pairs = self.starts.load()
         self.not_started = self.starts.not_started
         self._input_shapes, self._input_bytes = self.starts.input_shapes, self.starts.input_bytes
+        self._need = self.starts.need_bytes
         return pairs
 
     def _make_mutators(self, arch: str) -> dict[str, Mutator]:
@@ -210,12 +211,14 @@ class CampaignSetup:
         assert self.backend is not None, "prepare() first"
         cfg = self.config
         device_bytes = int(self.backend.properties.get("total_memory_bytes") or 0) if self.backend.device_count() else 0
-        per_device = campaign_evaluators_per_device(cfg.evaluators_per_device, self._input_bytes, device_bytes)
+        per_device = campaign_evaluators_per_device(cfg.evaluators_per_device, self._need, device_bytes)
         if per_device < cfg.evaluators_per_device:
-            biggest = max(self._input_bytes, key=lambda name: self._input_bytes[name])
-            self.say(f"campaign {cfg.name}: task {biggest} has {self._input_bytes[biggest] / 2**30:.1f} GiB of "
-                     f"inputs; {cfg.evaluators_per_device} evaluations at once would not fit in the device's "
-                     f"{device_bytes / 2**30:.0f} GiB, so {per_device} per device evaluate (evaluators_per_device)")
+            biggest = max(self._need, key=lambda name: self._need[name])
+            self.say(f"campaign {cfg.name}: an evaluation of task {biggest} holds about "
+                     f"{self._need[biggest] / 2**30:.0f} GiB of device memory (its inputs are "
+                     f"{self._input_bytes.get(biggest, 0) / 2**30:.1f} GiB); {cfg.evaluators_per_device} at once "
+                     f"would not fit in the device's {device_bytes / 2**30:.0f} GiB, so {per_device} per device "
+                     "evaluate (evaluators_per_device)")
         workers, num_gpus = pool_shape(self.backend, workers=cfg.workers, per_device=per_device)
         simulated = getattr(self.backend, "simulated", False)
         per_actor = min(cfg.replay.devices_per_actor, workers) if simulated else 1

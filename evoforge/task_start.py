@@ -40,6 +40,7 @@ class TaskStarts:
         self.variant_starts: dict[str, list[Candidate]] = {}  # task -> its Inductor variants, sent after the seed
         self.input_shapes: dict[str, tuple[tuple[int, ...], ...]] = {}  # task -> its inputs' shapes (meta device)
         self.input_bytes: dict[str, int] = {}  # task -> its inputs' bytes at the main shape
+        self.need_bytes: dict[str, int] = {}  # task -> the device memory one evaluation holds (search.pool)
         self.index: dict[str, int] = {}  # task -> its place in the config (its strategy's seed), whenever it arrives
         self.backend = backend
         self.inductor = InductorStarts(run_dir=run_dir, backend=backend, timeout_s=config.timeout_s)
@@ -108,6 +109,13 @@ class TaskStarts:
                              f"{len(self.not_started) - 1} more, each logged above)")
         return out
 
+    def capture_holds(self) -> dict[str, int]:
+        """The device memory the captures running now hold (task -> bytes; the pool counts it, ``set_outside``):
+        a capture runs the task's reference and torch.compile's build of it, and autotunes, on the device. On an
+        H100 (2026-12-07) captures of convolution tasks held 1-12 GiB each, 2-4x their forward's peak: a third of
+        an evaluation's need (``search.pool.JUDGE_BYTES_PER_PEAK_BYTE``)."""
+        return {name: self.need_bytes.get(name, 0) // 3 for name in self.inductor.running}
+
     def pending(self) -> int:
         """How many tasks' captures are still under way."""
         return len(self._capturing)
@@ -148,10 +156,12 @@ class TaskStarts:
         """Shapes the task cannot draw inputs at are the user's mistake (one line, now); inputs far too big for
         the backend get a warning before minutes pass with nothing recorded."""
         from evoforge.judge.task_inputs import check_task_inputs, size_warning
+        from evoforge.search.pool import judge_need_bytes
 
         size = check_task_inputs(task)
         self.input_shapes[task.name] = size.shapes if size is not None else ()
         self.input_bytes[task.name] = size.nbytes if size is not None else 0
+        self.need_bytes[task.name] = judge_need_bytes(size.nbytes, size.peak_bytes) if size is not None else 0
         warning = size_warning(task, size, host=self.backend.device_count() == 0, backend=self.backend.name)
         if warning:
             log.warning(warning)

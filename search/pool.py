@@ -24,6 +24,7 @@ from evoforge.core import Candidate, EvalResult, EvalStatus, UsageError, last_er
 from evoforge.task import Task
 
 _NEUTRAL: list[str] = []  # the folder Ray is started from, once per process
+log = logging.getLogger("evoforge.pool")
 
 
 def _neutral_folder() -> str:
@@ -108,20 +109,31 @@ def pool_shape(backend: Backend, *, workers: int = 0, per_device: int = 2) -> tu
 #: one evaluation of L1/39 (6.4 GB of inputs) held 47 GiB in the judge's process and more in the candidate's, and
 #: the evaluations beside it ran out of memory (experiments/results/kernelbench/README.md): 12 leaves room.
 JUDGE_BYTES_PER_INPUT_BYTE = 12
+#: The same per byte of the reference's forward at its peak (``judge.task_inputs.forward_peak_bytes``), which counts
+#: what the inputs miss: a transposed convolution's outputs and intermediates, many times its inputs. On an H100
+#: (2026-12-07, the convolution sample's part 4) judges ran out of memory already holding 6.2-9.2x their task's
+#: peak (L2/25, L2/100, L2/2, L1/71), with the candidate's process beside them: 10.
+JUDGE_BYTES_PER_PEAK_BYTE = 10
 
 
-def evaluators_that_fit(per_device: int, input_bytes: int, device_bytes: int) -> int:
-    """How many of ``per_device`` evaluators one device holds at once for a task whose inputs are ``input_bytes``
-    (at least one: a task too big for one evaluation is the judge's to refuse, with the device's own message).
-    Evaluators sharing a device that cannot hold all their evaluations fail each other's candidates with
-    ``OutOfMemoryError``, which the record would blame on the candidates."""
-    if per_device <= 1 or input_bytes <= 0 or device_bytes <= 0:
+def judge_need_bytes(input_bytes: int, peak_bytes: int = 0) -> int:
+    """The device memory one evaluation of a task holds, from its inputs' bytes and its forward's peak (0: not
+    known)."""
+    return max(JUDGE_BYTES_PER_INPUT_BYTE * max(input_bytes, 0), JUDGE_BYTES_PER_PEAK_BYTE * max(peak_bytes, 0))
+
+
+def evaluators_that_fit(per_device: int, need_bytes: int, device_bytes: int) -> int:
+    """How many of ``per_device`` evaluators one device holds at once for a task whose evaluation holds
+    ``need_bytes`` (``judge_need_bytes``; at least one: a task too big for one evaluation is the judge's to refuse,
+    with the device's own message). Evaluators sharing a device that cannot hold all their evaluations fail each
+    other's candidates with ``OutOfMemoryError``, which the record would blame on the candidates."""
+    if per_device <= 1 or need_bytes <= 0 or device_bytes <= 0:
         return max(per_device, 1)
-    fits = int(0.9 * device_bytes // (JUDGE_BYTES_PER_INPUT_BYTE * input_bytes))
+    fits = int(0.9 * device_bytes // need_bytes)
     return max(1, min(per_device, fits))
 
 
-def campaign_evaluators_per_device(per_device: int, input_bytes: dict[str, int], device_bytes: int) -> int:
+def campaign_evaluators_per_device(per_device: int, need_bytes: dict[str, int], device_bytes: int) -> int:
     """The evaluators a campaign starts on each device: as many as its largest task's evaluations fit at once.
 
     Not fewer only while that task is evaluated: an evaluator that is not evaluating still holds device memory (its
@@ -129,7 +141,7 @@ def campaign_evaluators_per_device(per_device: int, input_bytes: dict[str, int],
     does not see. On an H100 (2026-12-07, experiments/results/h200/utilization/) a campaign that started two
     evaluators beside a task of 6 GiB of inputs got ``runtime_error`` for the seeds of its three 6 GiB tasks,
     where one evaluator a device evaluated them all."""
-    fits = [evaluators_that_fit(per_device, b, device_bytes) for b in input_bytes.values()]
+    fits = [evaluators_that_fit(per_device, b, device_bytes) for b in need_bytes.values()]
     return min(fits, default=max(per_device, 1))
 
 
@@ -164,6 +176,17 @@ class EvalActor:
 
     def shutdown(self) -> None:
         self.evaluator.close()
+
+
+def out_of_memory(result: EvalResult) -> bool:
+    """The evaluation ran out of device memory: the judge's own copies, or the candidate's process (PyTorch's
+    ``OutOfMemoryError``, a driver's "out of memory")."""
+    if result.details.get("judge_out_of_memory"):
+        return True
+    if result.status not in (EvalStatus.RUNTIME_ERROR, EvalStatus.CRASHED):
+        return False
+    text = (result.message or "").lower()
+    return "outofmemoryerror" in text or "out of memory" in text
 
 
 def admitted(waiting: list[tuple[int, int]], running: dict[int, list[int]], device_bytes: int) -> list[int]:
@@ -204,6 +227,9 @@ class _Slot:
     submitted: float = 0.0
     held_back: bool = False  # not started when submitted: its device lacked the memory then
     device: int | None = None
+    request: tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None] | None = None  # what was submitted
+    beside: bool = False  # something else held its device while it ran (another evaluation, a capture)
+    alone: str = ""  # a re-run alone after running out of memory beside something: the first run's message
 
 
 class EvalPool:
@@ -230,6 +256,10 @@ class EvalPool:
         self.grace_s = grace_s  # startup of a fresh evaluation process (imports) on top of the timeout
         if 0 < num_gpus < 1:  # actors share a GPU: an evaluation may also wait its turn (the sandbox's bound)
             self.grace_s += TURN_WAIT_FACTOR * timeout_s
+        # Device memory held outside the pool's evaluations (a campaign's torch.compile captures): owner ->
+        # {name: (device, bytes)}, counted by the admission as running evaluations are (``set_outside``).
+        self._outside: dict[str, dict[str, tuple[int, int]]] = {}
+        self.reruns_alone = 0  # evaluations run again alone after running out of memory beside something
         per = self.slots_per_actor
         self._actors = [self._new_actor() for _ in range(-(-size // per))]
         self.slots = [_Slot(actor=self._actors[i // per], tag=f"worker-{i}", group=i // per) for i in range(size)]
@@ -283,10 +313,40 @@ class EvalPool:
         slot.job = (key, task, candidate)
         slot.need_bytes = max(0, int(need_bytes)) if self.device_bytes else 0
         slot.submitted = time.monotonic()
-        slot.waiting = (task.to_dict(), candidate.to_dict(), options)
+        slot.request = slot.waiting = (task.to_dict(), candidate.to_dict(), options)
+        slot.beside, slot.alone = False, ""
         self._start_waiting()
         slot.held_back = slot.waiting is not None
         return slot.tag
+
+    def set_outside(self, holds: dict[str, int], *, owner: str = "", device: int = 0) -> None:
+        """Device memory that processes outside the pool hold now on ``device`` (name -> bytes; a campaign's
+        torch.compile captures, each a process of its own on the device), replacing what ``owner`` said before: the
+        admission counts it as it counts running evaluations, and an evaluation running while some is held ran
+        beside it. ``{}`` when they are done."""
+        if not self.device_bytes:
+            return
+        self._outside[owner] = {name: (device, int(b)) for name, b in holds.items() if b > 0}
+        if self._outside[owner]:
+            self._mark_beside()
+        self._start_waiting()
+
+    def _held_outside(self) -> list[tuple[int, int]]:
+        return [held for holds in self._outside.values() for held in holds.values()]
+
+    def _mark_beside(self) -> None:
+        """Every running evaluation that shares its device with another, or with memory held outside the pool, ran
+        beside something: where it runs out of memory, that is not its own doing (``poll`` runs it again alone)."""
+        device_of = (lambda s: self._device(s)) if self.device_bytes else (lambda s: 0)
+        on: dict[int, list[_Slot]] = {}
+        for s in self.slots:
+            if s.busy is not None:
+                on.setdefault(device_of(s), []).append(s)
+        outside = {device for device, _ in self._held_outside()}
+        for device, slots in on.items():
+            if len(slots) > 1 or device in outside:
+                for s in slots:
+                    s.beside = True
 
     def _device(self, slot: _Slot) -> int:
         if self.devices <= 1:
@@ -308,6 +368,8 @@ class EvalPool:
         for s in self.slots:
             if s.busy is not None:
                 running.setdefault(device_of(s), []).append(s.need_bytes)
+        for device, nbytes in self._held_outside():
+            running.setdefault(device, []).append(nbytes)
         chosen = admitted([(device_of(s), s.need_bytes) for s in held_back], running, self.device_bytes)
         for slot in (held_back[i] for i in chosen):
             assert slot.waiting is not None
@@ -315,6 +377,26 @@ class EvalPool:
             slot.waiting = None
             slot.busy = slot.actor.evaluate.remote(task, candidate, options)
             slot.started = time.monotonic()
+        if chosen and self.device_bytes:
+            self._mark_beside()
+
+    def _rerun_alone(self, slot: _Slot, result: EvalResult) -> bool:
+        """An evaluation that ran out of device memory beside another (or beside a capture) is run again, once, with
+        its device to itself: the record would otherwise blame the candidate, or stop the task, for what its
+        neighbours held (an H100 campaign of six convolution tasks lost three tasks' searches so, 2026-12-07). One
+        that runs out alone too is its own (a candidate that hoards memory gets one more run, not a loop)."""
+        if not self.device_bytes or not slot.beside or slot.alone or slot.request is None:
+            return False
+        if not out_of_memory(result):
+            return False
+        slot.alone = result.message[:500] or "out of memory"
+        slot.need_bytes = max(slot.need_bytes, self.device_bytes)  # admitted where its device runs nothing
+        slot.waiting, slot.busy, slot.beside = slot.request, None, False
+        slot.submitted, slot.held_back = time.monotonic(), True
+        self.reruns_alone += 1
+        log.info("an evaluation ran out of device memory beside others; running it again alone: %s",
+                 slot.alone[:200])
+        return True
 
     def _replace_actor(self, slot: _Slot) -> None:
         """A fresh actor for the slot's group; a slot whose actor another slot of the group replaced already takes
@@ -360,11 +442,15 @@ class EvalPool:
                 self._replace_actor(slot)
             else:
                 continue
+            if self._rerun_alone(slot, result):
+                continue
             if slot.held_back:  # held back for the device's memory: said with the result, not hidden in its time
                 result = replace(result, details={**result.details,
                                                   "memory_wait_s": round(slot.started - slot.submitted, 3)})
+            if slot.alone:  # its first run's failure, beside others, is said with the result
+                result = replace(result, details={**result.details, "rerun_alone": slot.alone})
             out.append((key, candidate, result, slot.tag))
-            slot.busy, slot.job, slot.need_bytes = None, None, 0
+            slot.busy, slot.job, slot.need_bytes, slot.request, slot.alone = None, None, 0, None, ""
         self._start_waiting()
         return out
 

@@ -34,6 +34,7 @@ class InductorStarts:
         self.timeout_s = timeout_s
         self._pool: ThreadPoolExecutor | None = None  # the threads that wait on the capture processes
         self._processes: set[subprocess.Popen[str]] = set()  # capture processes running now (killed by ``close``)
+        self.running: set[str] = set()  # the tasks whose capture process runs now (their device memory is held)
         self._closed = False
 
     def begin(self, tasks: list[Task]) -> list[Future[None]]:
@@ -85,6 +86,7 @@ class InductorStarts:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 env=capture_env(side_by_side, turn))
         self._processes.add(proc)
+        self.running.add(task.name)
         try:
             _, stderr = proc.communicate(timeout=max(600.0, self.timeout_s))
         except subprocess.TimeoutExpired:
@@ -100,6 +102,7 @@ class InductorStarts:
             reason = f"capturing torch.compile's code failed ({tail})"
         finally:
             self._processes.discard(proc)
+            self.running.discard(task.name)
         atomic_write(captured.with_suffix(".failed"), reason)  # not the capture: a resume tries again
 
     def seed(self, task: Task) -> tuple[Candidate, list[Candidate]]:

@@ -277,14 +277,35 @@ def test_evaluators_sharing_a_device_are_as_many_as_its_memory_holds():
     """On the H200, two evaluators beside each other on KernelBench's L1/31 and L1/39 (6.4 GB of inputs each) ran
     the GPU out of memory, and the record blamed the candidates (`crashed`, `runtime_error`). The campaign now
     starts only as many evaluators per device as the biggest task's evaluations fit."""
-    from evoforge.search.pool import evaluators_that_fit
+    from evoforge.search.pool import evaluators_that_fit, judge_need_bytes
 
     h200 = 150_000_000_000
-    assert evaluators_that_fit(2, 6_442_450_944, h200) == 1  # L1/31's 4096 x 393216 float32
-    assert evaluators_that_fit(4, 268_435_456, h200) == 4  # L1/51's 256 MiB: four fit
-    assert evaluators_that_fit(4, 3_000_000_000, h200) == 3
+    assert evaluators_that_fit(2, judge_need_bytes(6_442_450_944), h200) == 1  # L1/31's 4096 x 393216 float32
+    assert evaluators_that_fit(4, judge_need_bytes(268_435_456), h200) == 4  # L1/51's 256 MiB: four fit
+    assert evaluators_that_fit(4, judge_need_bytes(3_000_000_000), h200) == 3
     assert evaluators_that_fit(2, 10 * h200, h200) == 1  # never none: one evaluation says what the device says
     assert evaluators_that_fit(2, 1 << 20, 0) == 2  # a device that does not say its memory keeps what was asked
+
+
+def test_an_evaluation_is_sized_by_what_the_reference_holds_not_by_its_inputs_alone():
+    """On an H100 (2026-12-07) the judge ran out of device memory on KernelBench's L2/100, whose inputs are 0.2 GiB:
+    its transposed convolution makes 3.4 GiB buffers, and the pool had sized its evaluations by the inputs (2.5 GiB
+    a judge, where it held 38 GiB when it failed). The reference's forward, run on the meta device, gives its
+    peak; the need follows it."""
+    from evoforge.judge.task_inputs import check_task_inputs
+    from evoforge.search.pool import evaluators_that_fit, judge_need_bytes
+
+    from evoforge.task import Task
+
+    size = check_task_inputs(Task.load("L2/100"))
+    assert size.nbytes < 0.25 * 2**30
+    assert size.peak_bytes > 6 * 2**30  # the convolution's output and the clamp's beside it, 3.4 GiB each
+    need = judge_need_bytes(size.nbytes, size.peak_bytes)
+    assert need >= 38 * 2**30  # at least what its judge held when it ran out
+    h100 = 85_000_000_000
+    assert evaluators_that_fit(2, need, h100) == 1 < evaluators_that_fit(2, judge_need_bytes(size.nbytes), h100)
+    relu = check_task_inputs(Task.load("L1/19", overrides={"batch_size": 16, "dim": 1024}))
+    assert relu.peak_bytes == 2 * relu.nbytes  # elementwise: its input and its output
 
 
 def test_a_campaign_with_one_large_task_starts_as_many_evaluators_as_that_task_fits():
@@ -292,12 +313,13 @@ def test_a_campaign_with_one_large_task_starts_as_many_evaluators_as_that_task_f
     still holds its arena and reference memo, unseen by the pool's admission. On an H100 a campaign of six tasks,
     three with 6 GiB of inputs, started two evaluators and got runtime_error for all three 6 GiB seeds; one evaluator
     evaluated them. The campaign starts as many per device as its largest task's evaluations fit."""
-    from evoforge.search.pool import campaign_evaluators_per_device
+    from evoforge.search.pool import campaign_evaluators_per_device, judge_need_bytes
 
     h100 = 85_000_000_000
-    mixed = {"level1/19_ReLU": 6_442_450_944, "level1/23_Softmax": 6_442_450_944, "level1/40_LayerNorm": 64 << 20}
+    mixed = {"level1/19_ReLU": judge_need_bytes(6_442_450_944), "level1/23_Softmax": judge_need_bytes(6_442_450_944),
+             "level1/40_LayerNorm": judge_need_bytes(64 << 20)}
     assert campaign_evaluators_per_device(2, mixed, h100) == 1
-    assert campaign_evaluators_per_device(2, {"level1/40_LayerNorm": 64 << 20}, h100) == 2
+    assert campaign_evaluators_per_device(2, {"level1/40_LayerNorm": judge_need_bytes(64 << 20)}, h100) == 2
     assert campaign_evaluators_per_device(2, mixed, 0) == 2  # a device that does not say its memory
     assert campaign_evaluators_per_device(3, {}, h100) == 3
 
@@ -316,3 +338,70 @@ def test_the_embedded_ray_starts_with_token_auth_off_as_designed():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Token authentication is enabled" not in proc.stdout + proc.stderr
     assert "after None" in proc.stdout  # for itself only: this process's environment is as it was
+
+
+def test_an_evaluation_that_runs_out_of_memory_beside_another_is_run_again_alone(relu_small, local_ray, tmp_path):
+    """On an H100 (2026-12-07) six convolution tasks' evaluations ran beside each other and beside torch.compile's
+    captures, and three tasks lost their whole search to `runtime_error`s of running out of device memory: the
+    record blamed candidates and tasks for what their neighbours held. An evaluation that runs out of memory beside
+    another is now run again with the device to itself, once, and its result says so."""
+    from tests.reliability.conftest import candidate
+
+    mark = str(tmp_path / "mark")
+    pool = EvalPool(size=2, evaluator_kwargs=_pool_kwargs(), timeout_s=60, grace_s=60, device_bytes=100)
+    try:
+        pool.submit("hog", relu_small, candidate("oom_beside", MARK=mark, ROLE="hog"), need_bytes=10)
+        pool.submit("victim", relu_small, candidate("oom_beside", MARK=mark, ROLE="victim"), need_bytes=10)
+        done = {key: result for key, _c, result, _w in _wait_results(pool, n=2, timeout_s=300)}
+        assert pool.free() == 2 and pool.in_flight() == 0
+    finally:
+        pool.shutdown()
+    assert done["hog"].status is EvalStatus.OK, done["hog"].message
+    victim = done["victim"]
+    assert victim.status is EvalStatus.OK, victim.message
+    assert "out of memory" in victim.details["rerun_alone"]  # the first run's failure is said, not hidden
+    runs = (tmp_path / "mark.runs").read_text().split()
+    assert runs[0] == "beside" and set(runs[1:]) == {"alone"}  # the re-run met nothing beside it
+    assert pool.reruns_alone == 1
+
+
+def test_a_candidate_that_runs_out_of_memory_alone_too_is_its_own_failure(relu_small, local_ray, tmp_path):
+    """The adversarial side: a candidate that fills the device itself gets one more run, alone, not a loop; its
+    failure is then its own, recorded as any runtime error is. One that runs out of memory with nothing beside it
+    gets no second run."""
+    from tests.reliability.conftest import candidate
+
+    pool = EvalPool(size=2, evaluator_kwargs=_pool_kwargs(), timeout_s=60, grace_s=60, device_bytes=100)
+    try:
+        pool.submit("neighbour", relu_small, good(), need_bytes=10)
+        pool.submit("hoarder", relu_small, candidate("oom_beside", ROLE="hoarder"), need_bytes=10)
+        done = {key: result for key, _c, result, _w in _wait_results(pool, n=2, timeout_s=300)}
+        assert pool.reruns_alone == 1
+        pool.submit("hoarder-alone", relu_small, candidate("oom_beside", ROLE="hoarder"), need_bytes=10)
+        alone = _wait_results(pool, n=1, timeout_s=300)[0][2]
+    finally:
+        pool.shutdown()
+    hoarder = done["hoarder"]
+    assert hoarder.status is EvalStatus.RUNTIME_ERROR and "out of memory" in hoarder.message
+    assert "out of memory" in hoarder.details["rerun_alone"]
+    assert alone.status is EvalStatus.RUNTIME_ERROR and "rerun_alone" not in alone.details
+    assert pool.reruns_alone == 1
+
+
+def test_memory_held_outside_the_pool_holds_back_an_evaluation_that_would_not_fit_beside_it(relu_small, local_ray):
+    """torch.compile's captures run on the campaign's device beside its evaluations (1-12 GiB each on an H100,
+    2026-12-07), unseen by the pool: the campaign now says what they hold (``set_outside``), and an evaluation that
+    does not fit beside it waits until they are done."""
+    pool = EvalPool(size=1, evaluator_kwargs=_pool_kwargs(), timeout_s=60, grace_s=60, device_bytes=100)
+    try:
+        pool.set_outside({"capture of a task": 50}, owner="campaign")
+        pool.submit("large", relu_small, good(), need_bytes=60)
+        assert pool.poll(timeout_s=1.0) == [] and pool.slots[0].waiting is not None  # 50 + 60 > 90% of 100
+        time.sleep(0.5)
+        assert pool.poll(timeout_s=1.0) == [] and pool.slots[0].waiting is not None
+        pool.set_outside({}, owner="campaign")  # the capture is done
+        (key, _c, result, _w), = _wait_results(pool, n=1, timeout_s=300)
+    finally:
+        pool.shutdown()
+    assert key == "large" and result.status is EvalStatus.OK, result.message
+    assert result.details["memory_wait_s"] >= 0.5
