@@ -98,7 +98,7 @@ from evoforge.search.tuning.optuna_tuner import OptunaTuner
 from evoforge.search.tuning.surrogate import FailureModel
 
 _TWIN_RETRIES = 3
-WALK, EXPLORE, SAMPLER = "walk", "explore", "sampler"  # the proposal sources after the start
+WALK, EXPLORE = "walk", "explore"  # the proposal sources after the start
 
 
 class StructureTuner:
@@ -111,8 +111,7 @@ class StructureTuner:
                  probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = (),
                  patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2,
                  mirror: bool = True, ties: float = 0.02, own_path_factor: float = 1.3, transfer: bool = True,
-                 compose: bool = True, moves_together: Sequence[Sequence[str]] = (),
-                 sampler_arm: bool = False) -> None:
+                 compose: bool = True, moves_together: Sequence[Sequence[str]] = ()) -> None:
         # groups of dimensions grown by one step each in a single move (the knowledge base's moves_together)
         self.together = [tuple(space.names.index(n) for n in group) for group in moves_together
                          if len(group) > 1 and all(n in space.names and space.ordinal[space.names.index(n)]
@@ -130,8 +129,7 @@ class StructureTuner:
         self.explored = 0
         self._explorer_seed = seed + 104_729
         self._explorer: OptunaTuner | None = None  # its study, once it first proposes
-        arms = (WALK, EXPLORE, SAMPLER) if sampler_arm and not self._own_explorer else (WALK, EXPLORE)
-        self.sources = BetaBandit(arms, seed=seed + 3_571)
+        self.sources = BetaBandit((WALK, EXPLORE), seed=seed + 3_571)
         self._source_of: dict[tuple[int, ...], str] = {}  # proposals under way of the walk or the explorer
         self.patience = patience
         self.settled = settled
@@ -188,7 +186,6 @@ class StructureTuner:
         if idx is None:
             if source == WALK:  # nothing in reach worth running: the sampler stands in, for no credit
                 source = None
-            # (source SAMPLER: the tuner's own sampler is the bandit's third arm, credited as the others are)
             idx = self.sampler.ask()
             for _ in range(_TWIN_RETRIES):  # the same kernel as a config already proposed: ask again
                 if idx is None or not self._twin(idx):
