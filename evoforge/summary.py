@@ -53,6 +53,8 @@ def task_summary(state: TaskState, *, exported: Any, stopped_early: str | None,
         "llm_calls": sum(1 for c, _ in state.history if "prompt_tokens" in c.meta),
         "no_child": sum(1 for c, _ in state.history if c.meta.get("no_child")),
         "compile_s": round(sum(float(r.compile_s or 0.0) for c, r in state.history if "build" in c.meta), 1),
+        # evaluations that ran out of device memory beside others and were run again alone (search.pool)
+        "reruns_alone": sum(1 for _, r in state.history if r.details.get("rerun_alone")),
     }
     if state.confirmation is not None and state.confirmation.finalists:
         search = state.search_best()
