@@ -88,7 +88,7 @@ def test_the_kernel_computes_strided_padded_dilated_grouped_and_transposed_convo
     script = '''
 import torch, triton, triton.language as tl
 from evoforge.mutators.conv_kernel import KERNEL_SOURCE
-PARAMS = {"c_BLOCK_M": 16, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 8, "c_num_warps": 1, "c_num_stages": 1,
+PARAMS = {"c_BLOCK_M": 32, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 8, "c_num_warps": 1, "c_num_stages": 1,
           "c_PRECISION": "ieee"}
 exec(KERNEL_SOURCE)
 torch.manual_seed(0)
@@ -106,6 +106,8 @@ cases = [(dims, c, 5, 1, False, s, p, d, 0, bias) for dims, c, s, p, d, bias in 
     (2, 4, 6, 2, True, 2, 0, 2, 1, True), (1, 5, 3, 1, True, 3, 2, 1, 2, True), (3, 4, 4, 4, True, 2, 1, 1, 0, True),
     # a phase with no tap (a kernel of 2 at stride 3: its outputs are the bias); dilation and stride sharing a factor
     (2, 4, 4, 1, True, 3, 0, 1, 2, True), (2, 18, 4, 2, True, 2, 1, 2, 1, False), (3, 3, 2, 1, True, 3, 1, 2, 1, True)]
+# BLOCK_M 32: every 2-D and 3-D case but one still spans two or more M blocks a phase, the last one masked (at 16 the
+# test took 112 s on two cores, at 32 60 s: the interpreter runs every program one by one).
 # The gather form on every other transposed case; channels-last input on every third case (of each dimension
 # where it exists): each runs the same address arithmetic with other strides, and the interpreter runs every program
 # one by one (all of both: 173 s on the CI machine's 2 cores, beside the rest of the suite).
@@ -301,7 +303,7 @@ def test_tf32_round_computes_cudnns_tf32_and_passes_the_chain_only_where_that_is
 import torch, triton, triton.language as tl
 from evoforge.mutators.conv_kernel import KERNEL_SOURCE
 from evoforge.judge.compare import round_significand
-PARAMS = {"c_BLOCK_M": 16, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 8, "c_num_warps": 1, "c_num_stages": 1,
+PARAMS = {"c_BLOCK_M": 32, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 8, "c_num_warps": 1, "c_num_stages": 1,
           "c_PRECISION": "tf32-round"}
 exec(KERNEL_SOURCE)
 torch.manual_seed(0)
