@@ -271,7 +271,7 @@ def _conv_candidate(precision: str, *, truncate: bool = False) -> str:
         rounding = "bits = (bits + 0xFFF + ((bits >> 13) & 1)) & -8192"
         assert rounding in kernel
         kernel = kernel.replace(rounding, "bits = bits & -8192")
-    params = {"c_BLOCK_M": 32, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 1, "c_num_warps": 4,
+    params = {"c_BLOCK_M": 64, "c_BLOCK_N": 16, "c_BLOCK_K": 16, "c_GROUP_M": 1, "c_num_warps": 4,
               "c_num_stages": 2, "c_PRECISION": precision}
     return ("import torch\nimport triton\nimport triton.language as tl\n\n"
             f"SPACE = {{'c_PRECISION': ['tf32-round', 'ieee']}}\nPARAMS = {params!r}\n" + kernel + '''
