@@ -722,7 +722,8 @@ class VerificationChain:
         shapes = self._shapes(task)
         order = _correctness_order(len(shapes), opts)
         main_draws = [opts.seed + trial + 1 for shape_index, trial, _ in order if shape_index == 0]
-        main_draws.append(opts.seed + 3_000_000)  # the run after timing
+        if opts.timing:  # the run after timing, only where it is run: a fresh draw's picks come from draws that ran
+            main_draws.append(opts.seed + 3_000_000)
         if opts.fresh_draws:
             # the pool is the seed's: a re-check (its own seed, evoforge/confirm.py) meets no draw the search met
             main_draws = self.references.draw_seeds((self._task_key, f"{{}} seed {opts.seed}"), main_draws)
