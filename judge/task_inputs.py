@@ -60,8 +60,8 @@ def _draw(task: Task, shape: dict[str, Any]) -> InputSize:
                      numel=sum(t.numel() for t in tensors), shapes=tuple(tuple(t.shape) for t in tensors))
 
 
-def forward_peak_bytes(task: Task, shape: dict[str, Any] | None = None) -> int:
-    """The most bytes the reference's forward holds at once at ``shape`` (its parameters, inputs, intermediates and
+def forward_peak_bytes(task: Task) -> int:
+    """The most bytes the reference's forward holds at once at the task's main shape (its parameters, inputs, intermediates and
     outputs), from a run on the meta device: every tensor an operator makes counts from its making until Python lets
     it go (views and in-place results are their base's bytes). 0 where the forward cannot run there (a ``.item()``,
     an operator with no meta kernel): nothing is known."""
@@ -90,7 +90,7 @@ def forward_peak_bytes(task: Task, shape: dict[str, Any] | None = None) -> int:
             return out
 
     try:
-        module = load_task_module(task, shape or {})
+        module = load_task_module(task, {})
         with torch.device("meta"):
             model = module.Model(*module.get_init_inputs())
             inputs = list(module.get_inputs())

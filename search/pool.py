@@ -324,10 +324,11 @@ class EvalPool:
         torch.compile captures, each a process of its own on the device), replacing what ``owner`` said before: the
         admission counts it as it counts running evaluations, and an evaluation running while some is held ran
         beside it. ``{}`` when they are done."""
-        if not self.device_bytes:
-            return
-        self._outside[owner] = {name: (device, int(b)) for name, b in holds.items() if b > 0}
-        if self._outside[owner]:
+        held = {name: (device, int(b)) for name, b in holds.items() if b > 0}
+        if not self.device_bytes or held == self._outside.get(owner, {}):
+            return  # nothing changed (the campaign says it at every turn of its loop)
+        self._outside[owner] = held
+        if held:
             self._mark_beside()
         self._start_waiting()
 
@@ -337,11 +338,10 @@ class EvalPool:
     def _mark_beside(self) -> None:
         """Every running evaluation that shares its device with another, or with memory held outside the pool, ran
         beside something: where it runs out of memory, that is not its own doing (``poll`` runs it again alone)."""
-        device_of = (lambda s: self._device(s)) if self.device_bytes else (lambda s: 0)
         on: dict[int, list[_Slot]] = {}
         for s in self.slots:
             if s.busy is not None:
-                on.setdefault(device_of(s), []).append(s)
+                on.setdefault(self._device(s), []).append(s)
         outside = {device for device, _ in self._held_outside()}
         for device, slots in on.items():
             if len(slots) > 1 or device in outside:
