@@ -23,10 +23,10 @@ def local_ray():
         ray.shutdown()
 
 
-def _pool_kwargs() -> dict[str, object]:
+def _pool_kwargs(timeout_s: float = 60) -> dict[str, object]:
     # Uncontained: these tests follow the candidate's processes by the PIDs it writes into pytest's tmp_path,
     # which a contained candidate neither sees (private /tmp) nor could name (own PID namespace).
-    kwargs = evaluator_kwargs(timeout_s=60, containment="none")
+    kwargs = evaluator_kwargs(timeout_s=timeout_s, containment="none")
     kwargs["options"] = kwargs["options"].to_dict()  # plain values cross to the actor
     return kwargs
 
@@ -348,7 +348,10 @@ def test_an_evaluation_that_runs_out_of_memory_beside_another_is_run_again_alone
     from tests.reliability.conftest import candidate
 
     mark = str(tmp_path / "mark")
-    pool = EvalPool(size=2, evaluator_kwargs=_pool_kwargs(), timeout_s=60, grace_s=60, device_bytes=100)
+    # The two wait for each other inside their evaluations (up to 200 s, oom_beside.py): each evaluation's limit is
+    # longer, so a busy machine that starts one evaluation process long after the other fails nothing.
+    pool = EvalPool(size=2, evaluator_kwargs=_pool_kwargs(timeout_s=300), timeout_s=300, grace_s=60,
+                    device_bytes=100)
     try:
         pool.submit("hog", relu_small, candidate("oom_beside", MARK=mark, ROLE="hog"), need_bytes=10)
         pool.submit("victim", relu_small, candidate("oom_beside", MARK=mark, ROLE="victim"), need_bytes=10)
