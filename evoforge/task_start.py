@@ -158,7 +158,7 @@ class TaskStarts:
         from evoforge.judge.task_inputs import check_task_inputs, size_warning
         from evoforge.search.pool import judge_need_bytes
 
-        size = check_task_inputs(task)
+        size = check_task_inputs(task, peak=self.backend.device_count() > 0)  # the pool shares device memory only
         self.input_shapes[task.name] = size.shapes if size is not None else ()
         self.input_bytes[task.name] = size.nbytes if size is not None else 0
         self.need_bytes[task.name] = judge_need_bytes(size.nbytes, size.peak_bytes) if size is not None else 0

@@ -182,3 +182,30 @@ def test_sizes_a_task_unpacks_on_one_line_can_be_set():
         Task.load("L2/24", overrides={"depth": 3})
     chained = Task.load("L2/32", overrides={"batch_size": 2, "height": 9, "width": 7})  # height = width = 256
     assert check_task_inputs(chained).shapes[0] == (2, 64, 9, 7)
+
+
+def test_a_host_backends_start_does_not_run_the_reference_on_the_meta_device():
+    """The reference's peak on the meta device sizes an evaluation's share of device memory, which only a backend
+    with devices shares; its first meta kernel imports torch._dynamo (2-3 s of every interpreter campaign's start
+    on two cores, for a figure nothing read). Run in a fresh process: this one has imported torch._dynamo."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, tempfile
+from pathlib import Path
+from evoforge.backends.registry import available_backend
+from evoforge.config import CampaignConfig, TaskConfig
+from evoforge.search.pool import judge_need_bytes
+from evoforge.task_start import TaskStarts
+cfg = CampaignConfig(tasks=[TaskConfig(spec="L1/19", seed_kernel=sys.argv[1], set={"batch_size": 4, "dim": 1000})])
+starts = TaskStarts(config=cfg, backend=available_backend("interpreter"), run_dir=Path(tempfile.mkdtemp()),
+                    generate=False)
+starts.load()
+name = next(iter(starts.need_bytes))
+assert starts.need_bytes[name] == judge_need_bytes(16000), starts.need_bytes
+print("torch._dynamo" in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", code, SEED], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "False"
