@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -213,8 +213,9 @@ def main() -> int:
             return {"spec": spec, "status": "error", "message": f"{type(e).__name__}: {e}"[:300],
                     "transposed": "transpose" in _task_file(spec).read_text().lower()}
 
-    with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        for row in pool.map(one, [s for s in specs if s not in done]):
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:  # a row as each task finishes: a stop keeps them
+        for future in as_completed([pool.submit(one, s) for s in specs if s not in done]):
+            row = future.result()
             with rows_file.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(json.dumps({k: row.get(k) for k in ("spec", "status", "correct_starts", "capture_s")}), flush=True)
