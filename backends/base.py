@@ -219,7 +219,7 @@ class HostBlockTimer:
         return max((time.perf_counter() - start) * 1e3, 1e-3)
 
     def block(self, reps: int) -> list[float]:
-        for _ in range(reps):
+        for _ in range(reps if self.representative else 0):  # nothing settles on the interpreter: no untimed half
             self.flush()
             self.fn()
         self.sync()

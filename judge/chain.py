@@ -809,9 +809,8 @@ class VerificationChain:
               flops: int) -> dict[str, Any]:
         timer = _CandidateTimer(self, process, budget, loaded)
         ref_inputs = timer.settle
+        out_bytes = timer.out_nbytes  # the reference's answer on the settle set is kept (judge/references.py)
         with torch.no_grad():
-            out = loaded.ref(*ref_inputs)
-
             def run_reference() -> Any:
                 return loaded.ref(*ref_inputs)
 
@@ -827,9 +826,9 @@ class VerificationChain:
                                   "speedup": ref_ms / cand_ms if cand_ms > 0 else None,
                                   "timing_representative": representative,
                                   "device_name": str(self.backend.properties.get("name", ""))}
-        floors = physical_floor_ms(self.backend.arch, bytes_moved=_nbytes(ref_inputs) + _nbytes(out), flops=flops,
+        floors = physical_floor_ms(self.backend.arch, bytes_moved=_nbytes(ref_inputs) + out_bytes, flops=flops,
                                    dtype=_main_dtype(ref_inputs), passes=task.floor_passes)
-        bounds = physical_floor_ms(self.backend.arch, bytes_moved=_nbytes(ref_inputs) + _nbytes(out), flops=flops,
+        bounds = physical_floor_ms(self.backend.arch, bytes_moved=_nbytes(ref_inputs) + out_bytes, flops=flops,
                                    dtype=_main_dtype(ref_inputs), passes=task.floor_passes, measured=False)
         if floors and bounds and representative:
             floor_ms = floors[0]
@@ -889,12 +888,13 @@ class _CandidateTimer:
         settle = loaded.draw_inputs(chain.options.seed + 1_999_999)
         self.settle = settle  # the judge's own copy (the reference is timed on it); the candidate gets a lent one
         out = flatten_outputs(chain._expected(loaded, settle, (chain.options.seed + 1_999_999, "", None))[1].expected)
-        self._out_bytes = nested_bytes(out)
+        self.out_bytes = nested_bytes(out)
+        self.out_nbytes = _nbytes(out)  # the physical floor's count (elements times their size, as the inputs')
         set_bytes = nested_bytes(settle)
-        self.pool_size, self._checked = _pool_plan(set_bytes, self._out_bytes, self.representative)
+        self.pool_size, self._checked = _pool_plan(set_bytes, self.out_bytes, self.representative)
         arena = chain.arena
         arena.reset()
-        arena.reserve(set_bytes * (self.pool_size + 1) + self._out_bytes * self._checked)
+        arena.reserve(set_bytes * (self.pool_size + 1) + self.out_bytes * self._checked)
         _, self._settle_desc = share(arena, settle)
         self._pool: list[tuple[Any, Any]] = []  # (lent copy, descriptor)
         self._pristine: list[list[Any]] = []
@@ -937,7 +937,7 @@ class _CandidateTimer:
 
     def per_call_ms(self) -> float:
         reply = self.chain._request(self.process, self.budget, "estimate", "timing (warm-up)", key="0",
-                                    settle=self._settle_desc)
+                                    settle=self._settle_desc, calls=3 if self.representative else 1)
         return float(reply["per_call_ms"])
 
     def _refresh(self) -> None:

@@ -610,18 +610,20 @@ class Harness:
         return True
 
     def estimate(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Per-call time of flush + forward, after a warm-up call (compilation stays out of it)."""
+        """Per-call time of flush + forward over ``calls`` calls (3; the interpreter's block sizes ask for one), after a
+        warm-up call (compilation stays out of it)."""
         model = self.models[request["key"]]
         inputs = self.arena.build(request["settle"])
+        calls = max(1, int(request.get("calls", 3)))
         with self.guard.watching(), torch.no_grad():
             model(*inputs)
             self._sync()
             start = _perf_counter()
-            for _ in range(3):
+            for _ in range(calls):
                 self.backend.flush()
                 model(*inputs)
             self._sync()
-        return {"per_call_ms": max((_perf_counter() - start) * 1e3 / 3, 1e-3)}
+        return {"per_call_ms": max((_perf_counter() - start) * 1e3 / calls, 1e-3)}
 
     def time(self, request: dict[str, Any]) -> dict[str, Any]:
         """One block: ``settle_reps`` untimed calls on the settle set (the device settles on this kernel alone), then

@@ -194,6 +194,25 @@ def test_timed_runs_are_checked_against_kept_answers_too(tmp_path, interpreter_e
     assert second.details["reference_memo"]["hits"] >= 7  # the correctness runs and the timed calls' checks
 
 
+def test_the_interpreter_times_the_reference_without_an_untimed_half(tmp_path, interpreter_evaluator):
+    """On the interpreter nothing settles: each block's calls are all timed, so a timed evaluation whose answers are
+    all kept runs the reference for its estimate (a warm-up call and one timed) and its timed calls only, 2 + 2 x 4
+    with a budget that gives every block the interpreter's most calls. Before, every block ran as many untimed
+    calls again first, and one more run made the outputs the judge already kept (19 runs): timing a slow reference
+    on the interpreter cost nearly twice what it needs."""
+    from dataclasses import replace
+
+    task, calls = _task(tmp_path, 1.0)
+    timed = replace(interpreter_evaluator.options, timing=True, timing_budget_ms=120_000.0)
+    relu = (FIXTURES / "relu" / "correct.py").read_text()
+    assert interpreter_evaluator.evaluate(task, Candidate.from_source(relu), timed).status is EvalStatus.OK
+    before = _count(calls)
+    again = interpreter_evaluator.evaluate(task, Candidate.from_source(relu, params={"BLOCK": 512}), timed)
+    assert again.status is EvalStatus.OK, again.message
+    assert again.details["reference_memo"]["misses"] == 0  # every correctness answer kept: the runs are timing's
+    assert _count(calls) - before == 2 + 2 * 4
+
+
 #: The predictor: right only on inputs it has seen coming. It redraws the chain's fixed seeds (42 + trial + 1) at
 #: import and computes relu only where the input's first element is one of theirs, half of it elsewhere.
 PREDICTOR = '''import torch
