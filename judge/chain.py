@@ -888,13 +888,13 @@ class _CandidateTimer:
         settle = loaded.draw_inputs(chain.options.seed + 1_999_999)
         self.settle = settle  # the judge's own copy (the reference is timed on it); the candidate gets a lent one
         out = flatten_outputs(chain._expected(loaded, settle, (chain.options.seed + 1_999_999, "", None))[1].expected)
-        self.out_bytes = nested_bytes(out)
+        self._out_bytes = nested_bytes(out)
         self.out_nbytes = _nbytes(out)  # the physical floor's count (elements times their size, as the inputs')
         set_bytes = nested_bytes(settle)
-        self.pool_size, self._checked = _pool_plan(set_bytes, self.out_bytes, self.representative)
+        self.pool_size, self._checked = _pool_plan(set_bytes, self._out_bytes, self.representative)
         arena = chain.arena
         arena.reset()
-        arena.reserve(set_bytes * (self.pool_size + 1) + self.out_bytes * self._checked)
+        arena.reserve(set_bytes * (self.pool_size + 1) + self._out_bytes * self._checked)
         _, self._settle_desc = share(arena, settle)
         self._pool: list[tuple[Any, Any]] = []  # (lent copy, descriptor)
         self._pristine: list[list[Any]] = []
