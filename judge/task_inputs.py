@@ -104,10 +104,10 @@ def forward_peak_bytes(task: Task) -> int:
     return int(state["peak"])
 
 
-def check_task_inputs(task: Task, *, peak: bool = True) -> InputSize | None:
+def check_task_inputs(task: Task, *, peak: bool = False) -> InputSize | None:
     """Draw the task's inputs on the meta device at its main shape and at every extra shape; with ``peak``, run the
-    reference's forward there too (``forward_peak_bytes``: only a backend with device memory to share reads it, and
-    its meta kernels' first call imports torch._dynamo, 2-3 s on two cores).
+    reference's forward there too (``forward_peak_bytes``: only a campaign on a backend with device memory to share
+    reads it, and its meta kernels' first call imports torch._dynamo, 2-3 s on two cores).
 
     Raises a one-line ``UsageError`` naming the shape when inputs cannot be drawn there although the task's own
     constants draw fine (so the constants set are at fault). Returns the main shape's input size, or None when
