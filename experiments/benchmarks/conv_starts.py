@@ -1,16 +1,24 @@
-"""Issue U on the CPU: which convolution tasks start under the strict rule (no cuDNN), checked by the chain on the
-Triton interpreter at small sizes. Correctness only: the interpreter's times say nothing of a GPU.
+"""Issue U: which convolution tasks start under the strict rule (no cuDNN), checked by the verification chain:
+on the Triton interpreter at small sizes (the default), or at the task's own sizes on a GPU (``--device cuda``).
+Correctness only: the interpreter's times say nothing of a GPU, and on a GPU several tasks are judged side by side
+(``--workers``), so no time is recorded.
 
-For each task (``--tasks``, or ``--sample FILE``'s): its module-level sizes shrunk (``small_sizes``: a batch of 2,
+On the CPU, for each task (``--tasks``, or ``--sample FILE``'s): its module-level sizes shrunk (``small_sizes``: a batch of 2,
 channels to a few per group, spatial sizes to what the kernel's reach needs), torch.compile's capture made on the CPU
 (``python -m evoforge.mutators.inductor_capture``, Inductor's Triton under a stand-in driver), the campaign's set-up
 turned on it (``InductorStarts.seed``, ``evoforge/starts/inductor.py``, the strict rule: the seed and the ``triton-conv`` start), and each
 through the verification chain on the interpreter (its default correctness runs, odd and extra shapes). A row per
 task to ``OUT/conv_starts_cpu.jsonl`` as it finishes; ``--summarize`` writes the table.
 
-    .venv/bin/python experiments/benchmarks/conv_starts_cpu.py \\
+On a GPU the task is not shrunk: the campaign's own capture (``InductorStarts.capture`` on the ``cuda`` backend,
+side by side as a campaign runs them), its starts, and the chain on that backend with its timing off. Rows go to
+``OUT/conv_starts_cuda.jsonl``.
+
+    .venv/bin/python experiments/benchmarks/conv_starts.py \\
         --sample experiments/results/kernelbench/conv_family_sample_2026-12-03.json --workers 2 --out /tmp/cs
-    .venv/bin/python experiments/benchmarks/conv_starts_cpu.py --summarize /tmp/cs/conv_starts_cpu.jsonl --out DIR
+    .venv/bin/python experiments/benchmarks/conv_starts.py --summarize /tmp/cs/conv_starts_cpu.jsonl --out DIR
+    python3 -P experiments/benchmarks/conv_starts.py --device cuda --workers 8 \\
+        --family experiments/results/kernelbench/conv_family_tasks_2026-12-03.json --part 1/2 --out /tmp/cs   # GPU
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+#: On a GPU: the captures' compile threads each (InductorStarts.begin's share of the host's cores).
+CAPTURES_SIDE_BY_SIDE = 4
 SPATIAL = ("height", "width", "depth", "length", "height_in", "width_in", "depth_in", "length_in", "input_length",
            "seq_len", "H", "W", "D", "L")
 
@@ -101,8 +111,9 @@ def _task_file(spec: str) -> Path:
     return Path(resolve_task_path(spec))
 
 
-def run_one(spec: str, folder: Path, timeout_s: float) -> dict[str, Any]:
-    """One task: capture, the strict rule's starts, each through the chain on the interpreter."""
+def run_one(spec: str, folder: Path, timeout_s: float, device: str = "cpu") -> dict[str, Any]:
+    """One task: capture, the strict rule's starts, each through the chain (on the interpreter at small sizes, or
+    on ``device`` "cuda" at the task's own)."""
     from evoforge.judge.chain import ChainOptions
     from evoforge.judge.evaluator import Evaluator
     from evoforge.mutators.conv_kernel import TRITON_CONV
@@ -111,24 +122,37 @@ def run_one(spec: str, folder: Path, timeout_s: float) -> dict[str, Any]:
     from evoforge.starts.inductor import InductorStarts
     from evoforge.task import Task
 
-    row: dict[str, Any] = {"spec": spec}
+    row: dict[str, Any] = {"spec": spec, "device": device}
     path = _task_file(spec)
-    sizes = small_sizes(path)
+    sizes = small_sizes(path) if device == "cpu" else {}
     row.update(task=path.stem, sizes=sizes, transposed="transpose" in path.read_text().lower())
     work = folder / spec.replace("/", "_")
     (work / "seeds").mkdir(parents=True, exist_ok=True)
     task = Task.load(spec, overrides=sizes)
     captured = work / "seeds" / f"{task.name.replace('/', '_')}.inductor.json"
     started = time.monotonic()
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_capture", str(path), "cpu", str(captured),
-                           json.dumps(sizes)], capture_output=True, text=True, timeout=timeout_s, env=env)
+    backend = None
+    if device == "cpu":
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        proc = subprocess.run([sys.executable, "-m", "evoforge.mutators.inductor_capture", str(path), "cpu",
+                               str(captured), json.dumps(sizes)], capture_output=True, text=True, timeout=timeout_s,
+                              env=env)
+        failed = proc.returncode != 0 or not captured.exists()
+        why = proc.stderr.strip().splitlines()[-1:] or ""
+    else:  # the campaign's own capture, on its backend
+        from evoforge.backends.registry import get_backend
+
+        backend = get_backend(device)
+        InductorStarts(run_dir=work, backend=backend, timeout_s=timeout_s).capture(task, CAPTURES_SIDE_BY_SIDE)
+        failed = not captured.exists()
+        why = captured.with_suffix(".failed").read_text() if failed and captured.with_suffix(".failed").exists() \
+            else ""
     row["capture_s"] = round(time.monotonic() - started, 1)
-    if proc.returncode != 0 or not captured.exists():
-        row.update(status="capture_failed", message=proc.stderr.strip().splitlines()[-1:] or "")
+    if failed:
+        row.update(status="capture_failed", message=why)
         return row
     try:
-        seed, variants = InductorStarts(run_dir=work, backend=None, timeout_s=timeout_s).seed(task)
+        seed, variants = InductorStarts(run_dir=work, backend=backend, timeout_s=timeout_s).seed(task)
     except Exception as e:  # a task with no seed: said in one line
         row.update(status="no_seed", message=str(e)[:300])
         return row
@@ -137,7 +161,8 @@ def run_one(spec: str, folder: Path, timeout_s: float) -> dict[str, Any]:
         if variant.meta.get("inductor_config") == TRITON_CONV:
             candidates[TRITON_CONV] = variant
     row["seed_is_kernel"] = "_evoforge_conv(" in seed.source
-    evaluator = Evaluator(backend="interpreter", options=ChainOptions(), timeout_s=timeout_s, knowledge=False)
+    evaluator = Evaluator(backend="interpreter" if device == "cpu" else device,
+                          options=ChainOptions(timing=device == "cpu"), timeout_s=timeout_s, knowledge=False)
     try:
         for name, candidate in candidates.items():
             began = time.monotonic()
@@ -177,10 +202,27 @@ def summarize(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _driver() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _triton_version() -> str:
+    import triton
+
+    return triton.__version__
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", nargs="*", default=[])
     ap.add_argument("--sample", type=Path, help="a committed sample (its tasks' specs)")
+    ap.add_argument("--family", type=Path, help="a committed task list (conv_family_tasks_*.json): all its tasks")
+    ap.add_argument("--part", default="1/1", help="K/N: the K-th of N equal slices of the tasks, in order")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--summarize", type=Path, nargs="*")
@@ -189,26 +231,32 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.summarize:
         rows = [json.loads(line) for f in args.summarize for line in f.read_text().splitlines() if line.strip()]
-        (args.out / "conv_starts_cpu.md").write_text(summarize(rows))
-        print((args.out / "conv_starts_cpu.md").read_text())
+        (args.out / f"conv_starts_{args.device}.md").write_text(summarize(rows))
+        print((args.out / f"conv_starts_{args.device}.md").read_text())
         return 0
     specs = list(args.tasks)
     if args.sample:
         data = json.loads(args.sample.read_text())
         specs += [t["spec"] for t in (data["tasks"] if isinstance(data, dict) else data)]
-    rows_file = args.out / "conv_starts_cpu.jsonl"
+    if args.family:
+        specs += [t["spec"] for t in json.loads(args.family.read_text())["tasks"]]
+    k, n = (int(v) for v in args.part.split("/"))
+    specs = specs[(k - 1) * len(specs) // n:k * len(specs) // n]
+    rows_file = args.out / f"conv_starts_{args.device}.jsonl"
     done = {json.loads(line)["spec"] for line in rows_file.read_text().splitlines()} if rows_file.exists() else set()
     import torch
 
     meta = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M+00:00"), "script": __file__,
             "argv": sys.argv[1:], "torch": torch.__version__, "commit": os.environ.get("EVOFORGE_COMMIT", ""),
-            "machine": f"{os.cpu_count()} CPUs, the Triton interpreter"}
-    (args.out / "conv_starts_cpu.meta.json").write_text(json.dumps(meta, indent=1))
+            "machine": f"{os.cpu_count()} CPUs, the Triton interpreter" if args.device == "cpu" else
+            f"{os.cpu_count()} CPUs, {torch.cuda.get_device_name()}, driver {_driver()}",
+            "triton": _triton_version()}
+    (args.out / f"conv_starts_{args.device}.meta.json").write_text(json.dumps(meta, indent=1))
     folder = Path(tempfile.mkdtemp(prefix="conv-starts-"))
 
     def one(spec: str) -> dict[str, Any]:
         try:
-            return run_one(spec, folder, args.timeout)
+            return run_one(spec, folder, args.timeout, args.device)
         except Exception as e:
             return {"spec": spec, "status": "error", "message": f"{type(e).__name__}: {e}"[:300],
                     "transposed": "transpose" in _task_file(spec).read_text().lower()}
