@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import datetime
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -39,6 +41,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 #: On a GPU: the captures' compile threads each (InductorStarts.begin's share of the host's cores).
 CAPTURES_SIDE_BY_SIDE = 4
+#: On a GPU, one task's evaluations at a time: tasks judged side by side (8 on an H100, 2026-12-07) ran each other
+#: out of device memory, as a campaign's memory accounting (search/pool.py) keeps them from doing. Captures still
+#: run side by side (``--workers``).
+_ONE_JUDGE = threading.Lock()
 SPATIAL = ("height", "width", "depth", "length", "height_in", "width_in", "depth_in", "length_in", "input_length",
            "seq_len", "H", "W", "D", "L")
 
@@ -114,11 +120,8 @@ def _task_file(spec: str) -> Path:
 def run_one(spec: str, folder: Path, timeout_s: float, device: str = "cpu") -> dict[str, Any]:
     """One task: capture, the strict rule's starts, each through the chain (on the interpreter at small sizes, or
     on ``device`` "cuda" at the task's own)."""
-    from evoforge.judge.chain import ChainOptions
-    from evoforge.judge.evaluator import Evaluator
     from evoforge.mutators.conv_kernel import TRITON_CONV
 
-    from evoforge.core import Candidate
     from evoforge.starts.inductor import InductorStarts
     from evoforge.task import Task
 
@@ -161,6 +164,20 @@ def run_one(spec: str, folder: Path, timeout_s: float, device: str = "cpu") -> d
         if variant.meta.get("inductor_config") == TRITON_CONV:
             candidates[TRITON_CONV] = variant
     row["seed_is_kernel"] = "_evoforge_conv(" in seed.source
+    with _ONE_JUDGE if device != "cpu" else contextlib.nullcontext():
+        _judge(row, task, candidates, device, timeout_s)
+    ok = [n for n in candidates if row[n]["status"] == "ok"]
+    row["status"] = "ok" if ok else "incorrect"
+    row["correct_starts"] = ok
+    return row
+
+
+def _judge(row: dict[str, Any], task: Any, candidates: dict[str, Any], device: str, timeout_s: float) -> None:
+    from evoforge.judge.chain import ChainOptions
+    from evoforge.judge.evaluator import Evaluator
+
+    from evoforge.core import Candidate
+
     evaluator = Evaluator(backend="interpreter" if device == "cpu" else device,
                           options=ChainOptions(timing=device == "cpu"), timeout_s=timeout_s, knowledge=False)
     try:
@@ -168,14 +185,10 @@ def run_one(spec: str, folder: Path, timeout_s: float, device: str = "cpu") -> d
             began = time.monotonic()
             result = evaluator.evaluate(task, Candidate.from_source(candidate.source, task=task.name,
                                                                     operator=candidate.operator))
-            row[name] = {"status": str(result.status.value), "message": result.message[:300],
+            row[name] = {"status": str(result.status.value), "message": result.message[:900],
                          "eval_s": round(time.monotonic() - began, 1)}
     finally:
         evaluator.close()
-    ok = [n for n in candidates if row[n]["status"] == "ok"]
-    row["status"] = "ok" if ok else "incorrect"
-    row["correct_starts"] = ok
-    return row
 
 
 def summarize(rows: list[dict[str, Any]]) -> str:
