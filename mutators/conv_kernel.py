@@ -258,6 +258,8 @@ def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix, transpose
     stride, padding, dilation, output_padding = ((fill,) * lead + tuple(v) for fill, v in (
         (1, stride), (0, padding), (1, dilation), (0, output_padding)))
     n, c, d, h, wd = x5.shape
+    if not transposed:  # a weight [K_out, C / groups, ...]: the groups follow the operands at any shape (the
+        groups = c // w5.shape[1]  # shape-generic path's literal is the capture's: a depthwise task's odd shape)
     cg = c // groups
     _, _, kd, kh, kw = w5.shape
     if transposed:  # weight [C, KG, ...]: each group's CG input channels to its KG outputs

@@ -135,6 +135,34 @@ print("ok")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
+def test_the_shape_generic_path_takes_a_convolutions_groups_from_its_operands_not_from_the_capture():
+    """A depthwise task (groups = in_channels) captured at 8 channels keeps ``groups=8`` as a literal in its
+    shape-generic path; the chain's odd shape has 7 channels, so 7 groups (on the H100, 2026-12-07, L1/84's seed and
+    its triton-conv start both raised there, at 127 channels against a captured 128, and the task had no start).
+    An ordinary convolution's groups are its input channels over its weight's: the kernel reads them from there."""
+    import subprocess
+    import sys
+
+    script = '''
+import torch, triton, triton.language as tl
+from evoforge.mutators.conv_kernel import KERNEL_SOURCE
+_EVOFORGE_CONV_ANY = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8, "num_warps": 1, "num_stages": 1,
+                      "PRECISION": "ieee"}
+exec(KERNEL_SOURCE)
+torch.manual_seed(0)
+for c, captured_groups in ((7, 8), (6, 3)):  # depthwise at the odd shape; 2 channels a group at 3, captured at 3
+    x, w, b = torch.randn(2, c, 6, 5), torch.randn(c, 1 if captured_groups == 8 else 2, 3, 3), torch.randn(c)
+    groups = c // w.shape[1]
+    got = _evoforge_conv(x, w, b, (1, 1), (1, 1), (1, 1), None, False, (0, 0), captured_groups)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), b.double(), padding=1, groups=groups)
+    assert got.shape == ref.shape and (got.double() - ref).abs().max() < 1e-4, (c, captured_groups)
+print("ok")
+'''
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
 def _set_up(tmp_path, allow_ops: list[str]):
     """The L2/87 fixture's capture where a campaign's set-up finds it, and that set-up's seed and variants."""
     from evoforge.starts.inductor import InductorStarts
