@@ -11,7 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
+from evoforge.knowledge.yaml_io import safe_load
 
 from evoforge.core import UsageError
 
@@ -24,7 +24,7 @@ def _all_specs() -> dict[str, dict[str, Any]]:
     specs: dict[str, dict[str, Any]] = {}
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".yaml"):
-            data = yaml.safe_load(entry.read_text())
+            data = safe_load(entry.read_text())
             specs[data["id"]] = data
     return specs
 

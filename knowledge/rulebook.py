@@ -15,9 +15,9 @@ from functools import cache
 from importlib import metadata, resources
 from typing import Any
 
-import yaml
 from evoforge.knowledge.hardware import resolve_arch, vendor
 from evoforge.knowledge.stages import STAGE_NAMES
+from evoforge.knowledge.yaml_io import safe_load
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -160,7 +160,7 @@ def all_rules() -> tuple[Rule, ...]:
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if not entry.name.endswith(".yaml"):
             continue
-        for raw in yaml.safe_load(entry.read_text()).get("rules", []):
+        for raw in safe_load(entry.read_text()).get("rules", []):
             rule = _parse_rule(raw, f"knowledge/rules/{entry.name}")
             if rule.id in seen:
                 raise ValueError(f"knowledge/rules/{entry.name}: rule id {rule.id} is defined twice")

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
+from evoforge.knowledge.yaml_io import safe_load
 
 from evoforge.core import UsageError
 from evoforge.task import Task
@@ -40,7 +40,7 @@ def _index() -> tuple[tuple[str, dict[str, Any]], ...]:
     index = _templates_dir() / "index.yaml"
     if not index.exists():
         return ()
-    data = yaml.safe_load(index.read_text()) or {}
+    data = safe_load(index.read_text()) or {}
     entries = data.get("templates", data) if isinstance(data, dict) else data
     items = entries.items() if isinstance(entries, dict) else ((e.get("file"), e) for e in entries)
     return tuple((str((entry or {}).get("file") or name), dict(entry or {})) for name, entry in items)

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-import yaml
 from evoforge.knowledge.hardware import resolve_arch, vendor
 from evoforge.knowledge.source_model import SourceModel, dotted, parse
 from evoforge.knowledge.validators import VALIDATORS, Check
+from evoforge.knowledge.yaml_io import safe_load
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Stage:
 def _load() -> tuple[Stage, ...]:
     text = (resources.files("evoforge.knowledge") / "stages.yaml").read_text()
     out = []
-    for raw in yaml.safe_load(text)["stages"]:
+    for raw in safe_load(text)["stages"]:
         out.append(Stage(
             name=raw["name"],
             purpose=" ".join(str(raw["purpose"]).split()),
