@@ -254,6 +254,35 @@ def test_a_task_that_is_one_transposed_grouped_convolution_gets_the_kernel_as_it
         assert result.status.value == "incorrect", (wrong, result.status, result.message)
 
 
+def test_a_campaign_evaluates_the_convolution_kernel_before_the_seeds_knowledge_starts(tmp_path, caplog):
+    """L1/75's strict seed (the window gather) has GEMMs the knowledge base splits into bf16 parts: four starts. They
+    went out before the kernel's build, and on the H100's convolution sample (2026-12-07, 0.35 minutes a task) they
+    took six tasks' whole budget before it; where both ran the kernel beat them in 6 of 7. The kernel's build is now
+    the first evaluation after the seed, the seed's starts after it."""
+    import json
+    import logging
+
+    import optuna
+
+    import evoforge
+
+    out = tmp_path / "run"
+    (out / "seeds").mkdir(parents=True)
+    (out / "seeds" / "level1_75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded"
+                     "____dilated__.inductor.json").write_text(L1_75.read_text())
+    with caplog.at_level(logging.WARNING, logger="evoforge"):
+        evoforge.run(name="order", out=str(out), backend="interpreter", budget_evals=2, workers=1,
+                     operators=["params"], progress=False, tasks=[{"spec": "L1/75", "set": L1_75_SIZES}])
+    assert sum("starts a config beside the seed: fp32 GEMM" in r.getMessage() for r in caplog.records) >= 2
+    study = optuna.load_study(study_name="order/" + "level1/75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_"
+                              "strided__grouped____padded____dilated__", storage=f"sqlite:///{out}/optuna.db")
+    trials = study.trials
+    assert [t.user_attrs["operator"] for t in trials] == ["inductor-seed", "inductor-variant"], \
+        [t.user_attrs["operator"] for t in trials]
+    assert "conv0_BLOCK_M" in json.loads(trials[1].user_attrs["params"]), trials[1].user_attrs["params"]
+    assert trials[1].user_attrs["status"] == "ok", trials[1].user_attrs.get("message")
+
+
 _TF32_TASK = '''
 import torch
 import torch.nn as nn
