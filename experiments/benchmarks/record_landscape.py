@@ -32,10 +32,16 @@ process then loads them from Triton's disk cache, and no other process uses the 
     python experiments/benchmarks/record_landscape.py --smoke --out /tmp/smoke                          # CPU
     python experiments/benchmarks/record_landscape.py matmul_fp16_acc_4096 --max-seconds 150 --out DIR
 
-An Inductor seed's space is not recorded here: its kernels exist only after a torch.compile capture of the task on
-the recording GPU (mutators/inductor_capture.py, which imports evoforge; this script imports nothing from it), so
-the space would not be fixed before the recording. Nor is a CuTe template's: every config is an nvcc build of
-CUTLASS (tens of seconds each), and its loader is evoforge's CuTe backend.
+A task's landscape (``TASK_SPECS``: the second round of issue T, split before recording in
+holdout_2026-12-07.json) is a start evoforge builds from torch.compile's capture of a KernelBench task: an Inductor
+seed's multi-kernel space, an Inductor GEMM template's precision, the ``triton-conv`` kernel's tiles and precision.
+The capture is made on the recording GPU by the campaign's own set-up (``InductorStarts``, in a process of its own:
+this one imports evoforge only for the task's Model and inputs), the build's source is written to
+``sources/NAME.py`` beside the landscape, and each config is judged against the task's own Model at its own sizes.
+A CuTe template's space is not recorded here: every config is an nvcc build of CUTLASS (tens of seconds each), and
+its loader is evoforge's CuTe backend.
+
+    python3 -P experiments/benchmarks/record_landscape.py conv_l2_1_64_channels --max-seconds 240 --out DIR   # GPU
 
 ``--smoke`` runs a few configs per landscape (each value of a string or boolean parameter or of a ``switches``
 integer at least once) at tiny sizes on the Triton interpreter and writes the same files, timed with one wall-clock call (``timing_representative: false``).
@@ -311,6 +317,85 @@ SPECS: dict[str, Spec] = {
 }
 
 
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A landscape of a start the campaign builds from torch.compile's capture of a KernelBench task (an Inductor
+    seed's multi-kernel space, or the ``triton-conv`` kernel's tiles and precision): the capture is made on the
+    recording device by evoforge's own set-up (``InductorStarts``, in a process of its own), the build's source is
+    written beside the landscape (``sources/NAME.py``), and each config is judged against the task's own reference
+    (its Model and get_inputs, seeded as the chain seeds them). ``space`` names the build's SPACE keys to vary, each
+    by its full name or by the one key that ends in ``_NAME`` (the rest keep the build's PARAMS); ``build``
+    ``triton-conv`` is the variant of that name, or the seed where the seed is that kernel (a strict task with no
+    other start); ``sizes`` the task's overrides (none: its own sizes); ``smoke_capture``: a committed capture at
+    ``smoke_sizes`` that ``--smoke`` uses instead of capturing on the CPU (minutes)."""
+
+    task: str
+    build: str  # "seed", or the name of an Inductor variant ("triton-conv")
+    dtype: str
+    space: dict[str, list[Any]]
+    sizes: dict[str, int] = field(default_factory=dict)
+    smoke_sizes: dict[str, int] = field(default_factory=dict)
+    smoke_capture: str = ""
+    allow_ops: tuple[str, ...] = ()  # the strict rule unless named
+    note: str = ""
+    when: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    switches: tuple[str, ...] = ()
+    fixed: dict[str, Any] = field(default_factory=dict)
+    problem: str = "task"
+
+    @property
+    def template(self) -> str:
+        return f"{self.task} {self.build}"
+
+
+CONV_TILES = {"conv0_BLOCK_M": [64, 128, 256], "conv0_BLOCK_N": [32, 64, 128], "conv0_BLOCK_K": [16, 32],
+              "conv0_num_warps": [4, 8], "conv0_num_stages": [2, 3, 4]}
+CONV_PRECISIONS = ["bf16x3", "tf32x3", "tf32-round", "ieee"]
+TASK_SPECS: dict[str, TaskSpec] = {
+    # --- issue T, second round (split before any is recorded: holdout_2026-12-07.json) -------------------------
+    "conv_l2_87_triton_conv": TaskSpec(
+        task="L2/87", build="triton-conv", dtype="float32",
+        space={**CONV_TILES, "conv0_PRECISION": CONV_PRECISIONS},
+        smoke_sizes={"batch_size": 2, "in_channels": 3, "out_channels": 8, "height": 16, "width": 16},
+        smoke_capture="tests/fixtures/inductor/level2_87_Conv2d_Subtract_Subtract_Mish.main.cpu.json",
+        note="Conv2d 3 -> 16 channels, 3x3, then Inductor's fused epilogue: under the strict rule the seed is the "
+             "implicit-GEMM kernel (three input channels: the element-wise K gather); PRECISION's tf32-round is "
+             "cuDNN's own arithmetic where the reference runs in TF32"),
+    "conv_l1_75_transposed_grouped": TaskSpec(
+        task="L1/75", build="triton-conv", dtype="float32",
+        space={**CONV_TILES, "conv0_PRECISION": CONV_PRECISIONS},
+        smoke_sizes={"batch_size": 2, "in_channels": 8, "out_channels": 12, "height": 6, "width": 7},
+        smoke_capture="tests/fixtures/inductor/level1_75_conv_transposed_2D_grouped.main.cpu.json",
+        note="ConvTranspose2d, stride (2, 3), padding (1, 2), dilation (2, 1), 4 groups: the kernel split by output "
+             "phase, a GEMM per group and phase"),
+    "conv_l2_1_64_channels": TaskSpec(
+        task="L2/1", build="triton-conv", dtype="float32", allow_ops=("convolution",),
+        space={**CONV_TILES, "conv0_PRECISION": CONV_PRECISIONS},
+        note="Conv2d with 64 output channels beside torch.compile's fused ReLU and bias (cuDNN allowed: the kernel is "
+             "a variant of the seed): K = 3 x 3 x in_channels, a precision whose cost depends on the tile"),
+    "conv_l1_84_depthwise": TaskSpec(
+        task="L1/84", build="triton-conv", dtype="float32",
+        space={**CONV_TILES, "conv0_PRECISION": ["bf16x3", "tf32-round", "ieee"]},
+        note="depthwise (groups = channels): one output channel a group, a tile's N mostly masked"),
+    "inductor_l1_40_layernorm": TaskSpec(
+        task="L1/40", build="seed", dtype="float32",
+        space={"XBLOCK": [1, 2, 4, 8], "R0_BLOCK": [512, 1024, 2048, 4096], "num_warps": [2, 4, 8, 16],
+               "num_stages": [1, 2]},
+        smoke_sizes={"batch_size": 2, "features": 4, "dim1": 8, "dim2": 8},
+        smoke_capture="tests/fixtures/inductor/level1_40_LayerNorm.cpu.json",
+        note="torch.compile's LayerNorm over (features, dim1, dim2): its looped reduction's row and reduction blocks"),
+    "inductor_l2_76_gemm_add_relu": TaskSpec(
+        task="L2/76", build="triton-gemm", dtype="float32", allow_ops=("addmm", "mm"),
+        space={"BLOCK_M": [64, 128], "BLOCK_N": [64, 128], "BLOCK_K": [32, 64], "GROUP_M": [1, 8],
+               "num_warps": [4, 8], "num_stages": [3, 4], "PRECISION": ["tf32x3", "bf16x3-split", "ieee"]},
+        smoke_sizes={"batch_size": 8, "in_features": 32, "out_features": 16, "bias_shape": [16]},
+        smoke_capture="tests/fixtures/inductor/level2_76_Gemm_Add_ReLU.gemm.cpu.json",
+        note="Inductor's Triton GEMM template (cuBLAS allowed: the variant whose GEMM is a template) with the fused "
+             "bias and ReLU, its fp32 dot as three TF32 passes, bf16 parts or exact"),
+}
+
+
 def load_module(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -369,6 +454,11 @@ _WORKER: dict[str, Any] = {}
 
 
 def _worker_init(template: str, spec_name: str, device: str, shape: dict[str, int]) -> None:
+    if spec_name in TASK_SPECS:  # ``template``: the build's source file
+        problem = task_problem(TASK_SPECS[spec_name], shape, device)
+        _WORKER.update(module=load_module(Path(template), f"precompile_{spec_name}"), inputs=problem.inputs,
+                       init_args=problem.init_args, seed=TASK_SEED, cuda=device == "cuda")
+        return
     spec = SPECS[spec_name]
     _WORKER["module"] = load_module(TEMPLATES / f"{template}.py", f"precompile_{template}")
     _WORKER["inputs"] = make_inputs(spec, shape, device)
@@ -383,6 +473,8 @@ def _worker_compile(cfg: dict[str, Any]) -> str:
     module = _WORKER["module"]
     module.PARAMS.update(cfg)
     try:
+        if _WORKER.get("seed") is not None:
+            torch.manual_seed(_WORKER["seed"])
         with torch.no_grad():
             module.ModelNew(*_WORKER["init_args"]).to(_WORKER["inputs"][0].device)(*_WORKER["inputs"])
         if _WORKER["cuda"]:
@@ -394,14 +486,17 @@ def _worker_compile(cfg: dict[str, Any]) -> str:
 
 # --- measure -------------------------------------------------------------------------------------------------
 def measure(module: ModuleType, cfg: dict[str, Any], inputs, expected, references, compare, *, smoke: bool,
-            init_args: tuple = ()) -> dict:
+            init_args: tuple = (), seed: int | None = None) -> dict:
     """``references``: float64 results on the inputs and on the inputs rounded as a 3-pass split rounds them;
-    ``init_args``: ModelNew's (the task's get_init_inputs)."""
+    ``init_args``: ModelNew's (the task's get_init_inputs); ``seed``: torch's seed before ModelNew is built (a
+    task's, whose parameters its Model drew after the same seed)."""
     import torch
 
     ref64, rounded64 = references
 
     module.PARAMS.update(cfg)
+    if seed is not None:  # a task's ModelNew holds the task's parameters: built as the chain builds both
+        torch.manual_seed(seed)
     model = module.ModelNew(*init_args).to(inputs[0].device)
     try:
         with torch.no_grad():
@@ -438,8 +533,8 @@ def kernel_key(spec: Spec, cfg: dict[str, Any]) -> tuple:
     return tuple(sorted((k, None if k in unread else v) for k, v in cfg.items()))
 
 
-def precompile(spec: Spec, name: str, todo: list[dict[str, Any]], *, workers: int, seconds: float, device: str,
-               shape: dict[str, int]) -> None:
+def precompile(spec: Spec | TaskSpec, name: str, todo: list[dict[str, Any]], *, workers: int, seconds: float,
+               device: str, shape: dict[str, int], source: Path | None = None) -> None:
     """Compile every distinct kernel in worker processes before anything is timed (they run it at a small shape,
     so they use the GPU: never while a measurement runs). What is not done in ``seconds`` compiles when measured."""
     import multiprocessing
@@ -448,8 +543,9 @@ def precompile(spec: Spec, name: str, todo: list[dict[str, Any]], *, workers: in
     keys: dict[tuple, dict[str, Any]] = {}
     for cfg in todo:
         keys.setdefault(kernel_key(spec, cfg), {**spec.fixed, **cfg})
+    template = str(source) if source is not None else spec.template
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                             initargs=(spec.template, name, device, shape)) as pool:
+                             initargs=(template, name, device, shape)) as pool:
         futures = [pool.submit(_worker_compile, cfg) for cfg in keys.values()]
         wait(futures, timeout=seconds)
         for f in futures:
@@ -522,15 +618,166 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
                  stopped=stopped or ("" if len(rows) == len(todo) else "incomplete"))
 
 
-def write(path: Path, spec: Spec, *, smoke: bool, shape: dict[str, int], baseline: float | None,
-          rows: list[dict[str, Any]], seconds: float, stopped: str) -> Path:
+#: torch's seed before a task's Model and ModelNew are built and before its inputs are drawn.
+TASK_SEED = 0
+
+_BUILD = r"""
+import json, sys
+from pathlib import Path
+from evoforge.backends.registry import get_backend
+from evoforge.starts.inductor import InductorStarts
+from evoforge.task import Task
+spec, sizes, allow_ops, device, run_dir, build, out = sys.argv[1:]
+task = Task.load(spec, overrides=json.loads(sizes), allow_ops=json.loads(allow_ops))
+starts = InductorStarts(run_dir=Path(run_dir), backend=get_backend("interpreter" if device == "cpu" else device),
+                        timeout_s=600)
+starts.capture(task)
+seed, variants = starts.seed(task)
+chosen = seed if build == "seed" else next((v for v in variants if v.meta.get("inductor_config") == build), None)
+if chosen is None and build == "triton-conv" and "_evoforge_conv(" in seed.source:
+    chosen = seed  # a strict task whose seed is the kernel
+if chosen is None:
+    sys.exit(f"{spec}: no start {build!r} (its variants: {[v.meta.get('inductor_config') for v in variants]})")
+Path(out).write_text(chosen.source)
+print(json.dumps({"space": chosen.space, "params": chosen.params}))
+"""
+
+
+def build_source(spec: TaskSpec, name: str, out_dir: Path, *, smoke: bool) -> tuple[Path, dict[str, list[Any]]]:
+    """The start the spec names, built by evoforge's own set-up from a capture made on the recording device (on
+    ``--smoke``, the spec's committed capture): its source at ``out_dir/sources/NAME.py``, and its SPACE."""
+    import tempfile
+
+    sizes = spec.smoke_sizes if smoke else spec.sizes
+    run_dir = Path(tempfile.mkdtemp(prefix=f"landscape-{name}-"))
+    if smoke:
+        if not spec.smoke_capture:
+            raise SystemExit(f"{name}: no committed capture for --smoke (smoke_capture)")
+        task_file = Path(_task_path(spec.task))
+        stem = f"level{task_file.parent.name.removeprefix('level')}_{task_file.stem}"
+        (run_dir / "seeds").mkdir()
+        (run_dir / "seeds" / f"{stem}.inductor.json").write_text((REPO / spec.smoke_capture).read_text())
+    out = out_dir / "sources" / f"{name}.py"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-P", "-c", _BUILD, spec.task, json.dumps(sizes),
+                           json.dumps(list(spec.allow_ops)), "cpu" if smoke else "cuda", str(run_dir), spec.build,
+                           str(out)], capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0 or not out.exists():
+        raise RuntimeError(f"{name}: building {spec.task}'s {spec.build} failed: "
+                           f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return out, json.loads(proc.stdout.strip().splitlines()[-1])["space"]
+
+
+def _task_path(spec: str) -> str:
+    from evoforge.task import resolve_task_path
+
+    return str(resolve_task_path(spec))
+
+
+def resolve_space(name: str, wanted: dict[str, list[Any]], space: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The spec's keys as the build's SPACE names them: a key by its full name, or by the one SPACE key that ends in
+    ``_KEY`` (a multi-kernel build's ``k0_XBLOCK``); a key that names none, or several, stops the recording."""
+    out: dict[str, list[Any]] = {}
+    for key, values in wanted.items():
+        found = [key] if key in space else [k for k in space if k.endswith("_" + key)]
+        if len(found) != 1:
+            raise SystemExit(f"{name}: the build's SPACE has {'no' if not found else 'several'} {key!r} "
+                             f"({found or sorted(space)}): name its key in full")
+        out[found[0]] = values
+    return out
+
+
+@dataclass(frozen=True)
+class TaskProblem:
+    model: Any
+    inputs: list[Any]
+    init_args: tuple
+
+
+def task_problem(spec: TaskSpec, sizes: dict[str, int], device: str) -> TaskProblem:
+    """The task's reference Model and inputs at ``sizes`` on ``device``, seeded as the chain seeds them."""
+    import torch
+
+    from evoforge.task import Task, load_task_module
+
+    task = Task.load(spec.task, overrides=sizes, allow_ops=list(spec.allow_ops))
+    module = load_task_module(task)
+    init_args = tuple(module.get_init_inputs())
+    torch.manual_seed(TASK_SEED)
+    model = module.Model(*init_args).to(device)
+    torch.manual_seed(TASK_SEED)
+    with torch.device(device):
+        inputs = [x.to(device) if hasattr(x, "to") else x for x in module.get_inputs()]
+    return TaskProblem(model=model, inputs=inputs, init_args=init_args)
+
+
+def record_task(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers: int) -> Path:
+    """A TaskSpec's landscape: the start built from the task's capture, every config of the spec's space judged
+    against the task's reference and timed as ``record`` times a template's."""
+    import dataclasses
+
+    import torch
+
+    spec = TASK_SPECS[name]
+    device = "cpu" if smoke else "cuda"
+    source, space = build_source(spec, name, out_dir, smoke=smoke)
+    spec = dataclasses.replace(spec, space=resolve_space(name, spec.space, space))
+    comparator = load_module(REPO / "judge" / "compare.py", "evoforge_compare")
+    module = load_module(source, f"landscape_{name}")
+    module.PARAMS.update(spec.fixed)
+    sizes = spec.smoke_sizes if smoke else spec.sizes
+    problem = task_problem(spec, sizes, device)
+    with torch.no_grad():
+        expected = problem.model(*problem.inputs)
+    references = float64_references(problem.inputs, comparator.round_significand, problem.model)
+    baseline = None
+    if not smoke:
+        from triton.testing import do_bench
+
+        with torch.no_grad():
+            baseline = float(do_bench(lambda: problem.model(*problem.inputs), warmup=25, rep=100,
+                                      return_mode="median"))
+    todo = smoke_configs(spec) if smoke else configs(spec)
+    t0 = time.monotonic()
+    if workers > 0:  # at the task's own sizes: its main path's kernels are built for them
+        precompile(spec, name, todo, workers=workers, seconds=0.6 * max_seconds, device=device, shape=sizes,
+                   source=source)
+    rows: list[dict[str, Any]] = []
+    measured: dict[tuple, dict[str, Any]] = {}
+    stopped = ""
+    path = out_dir / f"{name}.json"
+    for cfg in todo:
+        if time.monotonic() - t0 > max_seconds:
+            stopped = f"stopped by --max-seconds {max_seconds:g} after {len(rows)} of {len(todo)} configs"
+            break
+        key = kernel_key(spec, cfg)
+        if key in measured:
+            first = measured[key]
+            rows.append({**cfg, **{k: v for k, v in first.items() if k not in cfg}, "same_as": {k: first[k] for k in cfg}})
+            continue
+        row = {**cfg, **measure(module, cfg, problem.inputs, expected, references, comparator.compare_outputs,
+                                smoke=smoke, init_args=problem.init_args, seed=TASK_SEED)}
+        rows.append(row)
+        measured[key] = row
+        if not smoke and row["ms"] is None and not device_alive():
+            stopped = f"the device failed after config {cfg} ({row['status']}); recording stopped"
+            break
+    return write(path, spec, smoke=smoke, shape=sizes, baseline=baseline, rows=rows, seconds=time.monotonic() - t0,
+                 stopped=stopped or ("" if len(rows) == len(todo) else "incomplete"),
+                 kernel=str(source.resolve().relative_to(REPO)) if source.resolve().is_relative_to(REPO) else
+                 str(source))
+
+
+def write(path: Path, spec: Spec | TaskSpec, *, smoke: bool, shape: dict[str, int], baseline: float | None,
+          rows: list[dict[str, Any]], seconds: float, stopped: str, kernel: str = "") -> Path:
     """The landscape file; written every few configs as well, so a run killed from outside leaves what it measured
     (``complete: false``)."""
     import torch
     import triton
 
     data = {
-        "kernel": f"knowledge/templates/{spec.template}.py", "dtype": f"torch.{spec.dtype}",
+        "kernel": kernel or f"knowledge/templates/{spec.template}.py", "dtype": f"torch.{spec.dtype}",
+        **({"task": spec.task, "build": spec.build} if isinstance(spec, TaskSpec) else {}),
         # A GEMM's M, N, K at the top level (as the first recordings have them); another problem's under "shape"
         # (its names would meet the file's own, "rows").
         **(shape if spec.problem == "matmul" else {"shape": shape}),
@@ -546,7 +793,7 @@ def write(path: Path, spec: Spec, *, smoke: bool, shape: dict[str, int], baselin
                      f"triton.testing.do_bench(warmup={WARMUP_MS}, rep={REP_MS}, return_mode='median'), L2 flushed",
                      "timing_representative": not smoke,
                      "correctness": "judge/compare.py compare_outputs, as the verification chain calls it: "
-                                    f"allclose with the dtype's tolerance against {PROBLEMS[spec.problem].reference}, else within the "
+                                    f"allclose with the dtype's tolerance against {_reference_name(spec)}, else within the "
                                     "float64 criterion (rms at most 2x, max at most 8x the larger of the "
                                     "reference's own distance and a 16-bit-input split's)",
                      "seconds": round(seconds, 1), "complete": not stopped,
@@ -559,6 +806,10 @@ def write(path: Path, spec: Spec, *, smoke: bool, shape: dict[str, int], baselin
     tmp.replace(path)
     return path
 
+
+
+def _reference_name(spec: Spec | TaskSpec) -> str:
+    return f"{spec.task}'s Model" if isinstance(spec, TaskSpec) else PROBLEMS[spec.problem].reference
 
 def _commit() -> str:
     try:
@@ -587,16 +838,17 @@ def summary(path: Path) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", default=list(SPECS), help=f"landscapes to record (default: all of {list(SPECS)})")
+    ap.add_argument("names", nargs="*", default=list(SPECS),
+                    help=f"landscapes to record (default: the templates' {list(SPECS)}; a task's: {list(TASK_SPECS)})")
     ap.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "search" / "landscapes")
     ap.add_argument("--smoke", action="store_true", help="a few configs at tiny sizes on the Triton interpreter")
     ap.add_argument("--max-seconds", type=float, default=200.0, help="per landscape; the file says if it stopped")
     ap.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)),
                     help="processes compiling ahead (0: compile in the measuring process)")
     args = ap.parse_args()
-    unknown = [n for n in args.names if n not in SPECS]
+    unknown = [n for n in args.names if n not in SPECS and n not in TASK_SPECS]
     if unknown:
-        print(f"unknown landscape(s) {unknown}: choose from {list(SPECS)}", file=sys.stderr)
+        print(f"unknown landscape(s) {unknown}: choose from {list(SPECS) + list(TASK_SPECS)}", file=sys.stderr)
         return 2
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
@@ -609,8 +861,8 @@ def main() -> int:
     failed = 0
     for name in args.names:
         try:
-            path = record(name, out_dir=args.out, smoke=args.smoke, max_seconds=args.max_seconds,
-                          workers=args.workers)
+            path = (record_task if name in TASK_SPECS else record)(
+                name, out_dir=args.out, smoke=args.smoke, max_seconds=args.max_seconds, workers=args.workers)
             print(summary(path), flush=True)
         except Exception:
             failed += 1

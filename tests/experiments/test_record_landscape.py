@@ -150,3 +150,54 @@ def test_the_held_out_half_is_the_documented_draw() -> None:
     rng = random.Random(data["seed"])
     drawn = [sorted(rng.sample(group, len(group) // 2)) for group in data["drawn_from"].values()]
     assert data["held_out"] == [n for group in drawn for n in group]
+
+
+TASK_SPECS = _recorder().TASK_SPECS
+HOLDOUT_2 = HOLDOUT.with_name("holdout_2026-12-07.json")
+
+
+def test_the_second_rounds_held_out_half_is_the_documented_draw() -> None:
+    """holdout_2026-12-07.json names the task landscapes (an Inductor build's space, the convolution kernel's), half
+    held out, drawn before any was recorded on a GPU: its seed and procedure reproduce the split."""
+    data = json.loads(HOLDOUT_2.read_text())
+    assert sorted(data["held_out"] + data["design"]) == sorted(TASK_SPECS)
+    rng = random.Random(data["seed"])
+    drawn = [sorted(rng.sample(group, len(group) // 2)) for group in data["drawn_from"].values()]
+    assert data["held_out"] == [n for group in drawn for n in group]
+
+
+def test_a_tasks_start_is_recorded_from_its_capture_and_judged_against_the_tasks_reference(tmp_path: Path) -> None:
+    """A task landscape: the start built from the task's capture by the campaign's own set-up (here the committed
+    CPU capture), its source written beside the file, every precision of the convolution kernel recorded and
+    judged against the task's Model (its parameters built after the chain's seed, as ModelNew's are). The
+    interpreter's dot is exact fp32 in ieee and tf32x3, so both pass; operands rounded to TF32 fall outside the
+    float64 criterion where the reference is exact fp32 (the CPU's), and the replay answers as recorded."""
+    name = "conv_l2_87_triton_conv"
+    stdout = _smoke(tmp_path, [name, "inductor_l2_76_gemm_add_relu"], workers=0)
+    assert f"{name}.json:" in stdout
+    data = json.loads((tmp_path / f"{name}.json").read_text())
+    source = Path(data["kernel"]) if Path(data["kernel"]).is_absolute() else REPO / data["kernel"]
+    assert source == tmp_path / "sources" / f"{name}.py" and "_evoforge_conv(" in source.read_text()
+    assert (data["task"], data["build"], data["shape"]) == ("L2/87", "triton-conv", TASK_SPECS[name].smoke_sizes)
+    verdicts = {r["conv0_PRECISION"]: r["status"] for r in data["rows"]}
+    assert set(verdicts) == set(TASK_SPECS[name].space["conv0_PRECISION"])
+    assert (verdicts["ieee"], verdicts["tf32x3"], verdicts["tf32-round"]) == ("ok", "ok", "incorrect"), verdicts
+    landscape = Landscape.load(tmp_path / f"{name}.json")
+    for row in landscape.rows:
+        if row["status"] in ("ok", "incorrect"):
+            result = landscape.evaluate(landscape.params_of(row))
+            assert result.status is (EvalStatus.OK if row["status"] == "ok" else EvalStatus.INCORRECT)
+    # A GEMM template's precision inside an Inductor build: named by the build's own keys, every value correct on
+    # the interpreter (bf16 parts are about 4e-6 from float64, within the chain's yardstick).
+    gemm = json.loads((tmp_path / "inductor_l2_76_gemm_add_relu.json").read_text())
+    assert {r["PRECISION"]: r["status"] for r in gemm["rows"]} == {"tf32x3": "ok", "bf16x3-split": "ok", "ieee": "ok"}
+
+
+def test_a_space_key_that_names_no_key_or_several_of_the_builds_stops_the_recording() -> None:
+    resolve = _recorder().resolve_space
+    space = {"k0_XBLOCK": [1, 2], "k1_XBLOCK": [4], "k0_num_warps": [4], "conv0_PRECISION": ["ieee"]}
+    assert resolve("x", {"num_warps": [4, 8], "conv0_PRECISION": ["ieee"]}, space) == {
+        "k0_num_warps": [4, 8], "conv0_PRECISION": ["ieee"]}
+    for wanted in ({"XBLOCK": [1]}, {"R0_BLOCK": [64]}):
+        with pytest.raises(SystemExit, match="name its key in full"):
+            resolve("x", wanted, space)
