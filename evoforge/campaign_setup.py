@@ -16,7 +16,6 @@ from evoforge.baseline import BASELINE_ATTR
 from evoforge.config import validate_config
 from evoforge.core import Candidate, EvalResult, UsageError
 from evoforge.mutators.base import Mutator
-from evoforge.mutators.conv_kernel import TRITON_CONV
 from evoforge.mutators.names import LLM, LLM_GENERATE, PARAMS
 from evoforge.mutators.registry import family_of
 from evoforge.search.base import Strategy
@@ -135,19 +134,10 @@ class CampaignSetup:
             usable = [op for op in usable if family_of(op) == LLM]
         # Beside the seed: the knowledge base's starts for it, then each Inductor variant followed by the knowledge
         # base's starts for that variant (its GEMM template's bf16 split: the vendor rule's seed calls cuBLAS, and the
-        # split exists only in the variant's Triton GEMM). The convolution kernel's build goes before the seed's own
-        # starts: on the H100's convolution sample (2026-12-07, 0.35 minutes a task) the seed's starts (its window
-        # gather's GEMMs split into bf16 parts) came first; the kernel beat them in 6 of the 7 tasks that evaluated
-        # both (by 2% the other way in the seventh), and in 6 other tasks they took the whole budget before it.
-        first: list[Candidate] = []
+        # split exists only in the variant's Triton GEMM).
         starts = self.starts.knowledge_starts(task, seed)
         for variant in self.starts.variant_starts.pop(task.name, []):
-            group = [variant, *self.starts.knowledge_starts(task, variant)]
-            if variant.meta.get("inductor_config") == TRITON_CONV and not first:
-                first = group
-            else:
-                starts += group
-        starts = first + starts
+            starts += [variant, *self.starts.knowledge_starts(task, variant)]
         state = TaskState(task=task, strategy=self._strategy(task, seed, usable, self.starts.index[task.name]),
                           seed=seed, starts=starts)
         self.tasks[task.name] = state
