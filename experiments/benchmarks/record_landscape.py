@@ -352,11 +352,12 @@ class TaskSpec:
 CONV_TILES = {"conv0_BLOCK_M": [64, 128, 256], "conv0_BLOCK_N": [32, 64, 128], "conv0_BLOCK_K": [16, 32],
               "conv0_num_warps": [4, 8], "conv0_num_stages": [2, 3, 4]}
 CONV_PRECISIONS = ["bf16x3", "tf32x3", "tf32-round", "ieee"]
+CONV_SPACE = {**CONV_TILES, "conv0_PRECISION": CONV_PRECISIONS}
 TASK_SPECS: dict[str, TaskSpec] = {
     # --- issue T, second round (split before any is recorded: holdout_2026-12-07.json) -------------------------
     "conv_l2_87_triton_conv": TaskSpec(
         task="L2/87", build="triton-conv", dtype="float32",
-        space={**CONV_TILES, "conv0_PRECISION": CONV_PRECISIONS},
+        space=CONV_SPACE,
         smoke_sizes={"batch_size": 2, "in_channels": 3, "out_channels": 8, "height": 16, "width": 16},
         smoke_capture="tests/fixtures/inductor/level2_87_Conv2d_Subtract_Subtract_Mish.main.cpu.json",
         note="Conv2d 3 -> 16 channels, 3x3, then Inductor's fused epilogue: under the strict rule the seed is the "
@@ -364,14 +365,14 @@ TASK_SPECS: dict[str, TaskSpec] = {
              "cuDNN's own arithmetic where the reference runs in TF32"),
     "conv_l1_75_transposed_grouped": TaskSpec(
         task="L1/75", build="triton-conv", dtype="float32",
-        space={**CONV_TILES, "conv0_PRECISION": CONV_PRECISIONS},
+        space=CONV_SPACE,
         smoke_sizes={"batch_size": 2, "in_channels": 8, "out_channels": 12, "height": 6, "width": 7},
         smoke_capture="tests/fixtures/inductor/level1_75_conv_transposed_2D_grouped.main.cpu.json",
         note="ConvTranspose2d, stride (2, 3), padding (1, 2), dilation (2, 1), 4 groups: the kernel split by output "
              "phase, a GEMM per group and phase"),
     "conv_l2_1_64_channels": TaskSpec(
         task="L2/1", build="triton-conv", dtype="float32", allow_ops=("convolution",),
-        space={**CONV_TILES, "conv0_PRECISION": CONV_PRECISIONS},
+        space=CONV_SPACE,
         note="Conv2d with 64 output channels beside torch.compile's fused ReLU and bias (cuDNN allowed: the kernel is "
              "a variant of the seed): K = 3 x 3 x in_channels, a precision whose cost depends on the tile"),
     "conv_l1_84_depthwise": TaskSpec(
@@ -580,24 +581,38 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
     with torch.no_grad():
         expected = model(*inputs)
     references = float64_references(inputs, comparator.round_significand, model)
-    baseline = None
-    if not smoke:
-        from triton.testing import do_bench
-
-        with torch.no_grad():
-            baseline = float(do_bench(lambda: model(*inputs), warmup=25, rep=100, return_mode="median"))
+    baseline = None if smoke else reference_ms(model, inputs)
     todo = smoke_configs(spec) if smoke else configs(spec)
     t0 = time.monotonic()
     if workers > 0:
         precompile(spec, name, todo, workers=workers, seconds=0.6 * max_seconds, device=device,
                    shape=shape if smoke else spec.precompile)
+    return record_rows(out_dir / f"{name}.json", spec, todo, t0=t0, max_seconds=max_seconds, smoke=smoke,
+                       shape=shape, baseline=baseline,
+                       measure_one=lambda cfg: measure(module, cfg, inputs, expected, references, compare, smoke=smoke,
+                                                       init_args=init_args))
+
+
+def reference_ms(model: Any, inputs: list[Any]) -> float:
+    """The reference's own time, as the configs are timed (its median, L2 flushed)."""
+    import torch
+    from triton.testing import do_bench
+
+    with torch.no_grad():
+        return float(do_bench(lambda: model(*inputs), warmup=25, rep=100, return_mode="median"))
+
+
+def record_rows(path: Path, spec: Spec | TaskSpec, todo: list[dict[str, Any]], *, t0: float, max_seconds: float,
+                smoke: bool, shape: dict[str, Any], baseline: float | None,
+                measure_one: Callable[[dict[str, Any]], dict[str, Any]], kernel: str = "") -> Path:
+    """Every config of ``todo`` measured (configs that build one kernel once), the file written every 50 configs and
+    at the end; stopped by ``max_seconds`` (counted from ``t0``) or by a device that no longer answers."""
     rows: list[dict[str, Any]] = []
     measured: dict[tuple, dict[str, Any]] = {}
     stopped = ""
-    path = out_dir / f"{name}.json"
     for n, cfg in enumerate(todo):
         if n and n % 50 == 0:
-            write(path, spec, smoke=smoke, shape=shape, baseline=baseline, rows=rows,
+            write(path, spec, smoke=smoke, shape=shape, baseline=baseline, rows=rows, kernel=kernel,
                   seconds=time.monotonic() - t0, stopped=f"in progress: {n} of {len(todo)} configs")
         if time.monotonic() - t0 > max_seconds:
             stopped = f"stopped by --max-seconds {max_seconds:g} after {len(rows)} of {len(todo)} configs"
@@ -608,15 +623,14 @@ def record(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, workers
             rows.append({**cfg, **{k: v for k, v in first.items() if k not in cfg},
                          "same_as": {k: first[k] for k in cfg}})
             continue
-        row = {**cfg, **measure(module, cfg, inputs, expected, references, compare, smoke=smoke, init_args=init_args)}
+        row = {**cfg, **measure_one(cfg)}
         rows.append(row)
         measured[key] = row
         if not smoke and row["ms"] is None and not device_alive():
             stopped = f"the device failed after config {cfg} ({row['status']}); recording stopped"
             break
     return write(path, spec, smoke=smoke, shape=shape, baseline=baseline, rows=rows, seconds=time.monotonic() - t0,
-                 stopped=stopped or ("" if len(rows) == len(todo) else "incomplete"))
-
+                 stopped=stopped or ("" if len(rows) == len(todo) else "incomplete"), kernel=kernel)
 
 #: torch's seed before a task's Model and ModelNew are built and before its inputs are drawn.
 TASK_SEED = 0
@@ -730,42 +744,18 @@ def record_task(name: str, *, out_dir: Path, smoke: bool, max_seconds: float, wo
     with torch.no_grad():
         expected = problem.model(*problem.inputs)
     references = float64_references(problem.inputs, comparator.round_significand, problem.model)
-    baseline = None
-    if not smoke:
-        from triton.testing import do_bench
-
-        with torch.no_grad():
-            baseline = float(do_bench(lambda: problem.model(*problem.inputs), warmup=25, rep=100,
-                                      return_mode="median"))
+    baseline = None if smoke else reference_ms(problem.model, problem.inputs)
     todo = smoke_configs(spec) if smoke else configs(spec)
     t0 = time.monotonic()
     if workers > 0:  # at the task's own sizes: its main path's kernels are built for them
         precompile(spec, name, todo, workers=workers, seconds=0.6 * max_seconds, device=device, shape=sizes,
                    source=source)
-    rows: list[dict[str, Any]] = []
-    measured: dict[tuple, dict[str, Any]] = {}
-    stopped = ""
-    path = out_dir / f"{name}.json"
-    for cfg in todo:
-        if time.monotonic() - t0 > max_seconds:
-            stopped = f"stopped by --max-seconds {max_seconds:g} after {len(rows)} of {len(todo)} configs"
-            break
-        key = kernel_key(spec, cfg)
-        if key in measured:
-            first = measured[key]
-            rows.append({**cfg, **{k: v for k, v in first.items() if k not in cfg}, "same_as": {k: first[k] for k in cfg}})
-            continue
-        row = {**cfg, **measure(module, cfg, problem.inputs, expected, references, comparator.compare_outputs,
-                                smoke=smoke, init_args=problem.init_args, seed=TASK_SEED)}
-        rows.append(row)
-        measured[key] = row
-        if not smoke and row["ms"] is None and not device_alive():
-            stopped = f"the device failed after config {cfg} ({row['status']}); recording stopped"
-            break
-    return write(path, spec, smoke=smoke, shape=sizes, baseline=baseline, rows=rows, seconds=time.monotonic() - t0,
-                 stopped=stopped or ("" if len(rows) == len(todo) else "incomplete"),
-                 kernel=str(source.resolve().relative_to(REPO)) if source.resolve().is_relative_to(REPO) else
-                 str(source))
+    kernel = str(source.resolve().relative_to(REPO)) if source.resolve().is_relative_to(REPO) else str(source)
+    return record_rows(out_dir / f"{name}.json", spec, todo, t0=t0, max_seconds=max_seconds, smoke=smoke,
+                       shape=sizes, baseline=baseline, kernel=kernel,
+                       measure_one=lambda cfg: measure(module, cfg, problem.inputs, expected, references,
+                                                       comparator.compare_outputs, smoke=smoke,
+                                                       init_args=problem.init_args, seed=TASK_SEED))
 
 
 def write(path: Path, spec: Spec | TaskSpec, *, smoke: bool, shape: dict[str, int], baseline: float | None,
