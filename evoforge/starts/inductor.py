@@ -146,9 +146,8 @@ class InductorStarts:
             # Under the strict rule the kernel's build is the seed and Inductor's own (each convolution a window gather
             # and a GEMM, its windows written to memory) the first variant: on the H100's convolution sample
             # (2026-12-07, 0.35 minutes a task; conv_start_order_2026-12-07_h100.md) the kernel was the faster of the
-            # two in 9 of the 10 tasks where both
-            # ran, and in 9 others Inductor's build, evaluated first, failed on device memory (3 in its own window
-            # buffers) while the kernel waited behind it.
+            # two in 9 of the 10 tasks where both ran, and in 9 others Inductor's build, evaluated first, failed (the
+            # judge out of device memory, or the build's own buffers) while the kernel waited behind it.
             source, strict_build = conv_build, source
             conv_build = None
         seed_file = folder / f"{stem}.py"

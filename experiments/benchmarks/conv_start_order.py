@@ -56,8 +56,10 @@ def main() -> int:
     for task, f in sorted(rows.items()):
         s, c = f.get("seed", {}), f.get("triton-conv", {})
         print(f"| {task} | {s.get('status', '-')} | {s.get('ms') or ''} | {c.get('status', '-')} | {c.get('ms') or ''} |")
+    judge_oom = [t for t in seed_failed if "judge ran out of device memory" in rows[t]["seed"]["message"]]
     print(f"\nboth correct: {len(both)}; triton-conv faster: {len(faster)} of them; "
-          f"the seed failed: {len(seed_failed)} ({', '.join(sorted(seed_failed))})")
+          f"the seed failed: {len(seed_failed)} ({', '.join(sorted(seed_failed))}); of those, the judge out of device "
+          f"memory: {len(judge_oom)}, the seed's own forward raised: {len(seed_failed) - len(judge_oom)}")
     return 0
 
 
