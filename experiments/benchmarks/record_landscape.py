@@ -802,6 +802,8 @@ def _reference_name(spec: Spec | TaskSpec) -> str:
     return f"{spec.task}'s Model" if isinstance(spec, TaskSpec) else PROBLEMS[spec.problem].reference
 
 def _commit() -> str:
+    if os.environ.get("EVOFORGE_COMMIT"):  # a copy of the tree whose git state is not the code's (a device call)
+        return os.environ["EVOFORGE_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                               timeout=10).stdout.strip() or "unknown"
