@@ -62,6 +62,9 @@ TF32_ROUND = "tf32-round"
 TILES: dict[str, tuple[list[int], int]] = {
     "BLOCK_M": ([64, 128, 256], 128), "BLOCK_N": ([32, 64, 128, 256], 64), "BLOCK_K": ([16, 32, 64], 32),
     "GROUP_M": ([1, 8], 8), "num_warps": ([4, 8], 4), "num_stages": ([2, 3, 4], 4)}
+#: The direct stencil's tuned values (``convI_NAME``), for a convolution whose groups hold one input channel each
+#: (depthwise): the output elements a program computes and its warps (an element-wise kernel's usual start).
+DIRECT: dict[str, tuple[list[int], int]] = {"BLOCK": ([256, 512, 1024, 2048, 4096], 1024), "num_warps": ([2, 4, 8], 4)}
 
 KERNEL_SOURCE = '''
 
@@ -245,6 +248,57 @@ def _evoforge_conv_ndhwc(x, w, bias, y, M, D: tl.constexpr, H: tl.constexpr, W: 
     tl.store(y + out_at[:, None] * K_OUT + g * KG + offs_n[None, :], acc, mask=in_m[:, None] & in_n[None, :])
 
 
+@triton.jit
+def _evoforge_conv_direct(x, w, bias, y, D: tl.constexpr, H: tl.constexpr, W: tl.constexpr, K_OUT: tl.constexpr,
+                          OD: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr, XN: tl.constexpr, XC: tl.constexpr,
+                          XD: tl.constexpr, XH: tl.constexpr, XW: tl.constexpr, YN: tl.constexpr, YC: tl.constexpr,
+                          YD: tl.constexpr, YH: tl.constexpr, YW: tl.constexpr,
+                          SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PD: tl.constexpr, PH: tl.constexpr,
+                          PW: tl.constexpr, DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, KD: tl.constexpr,
+                          KH: tl.constexpr, KW: tl.constexpr, CG: tl.constexpr, KG: tl.constexpr,
+                          HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    """The direct stencil: y[n, o, p] = sum over the group's CG channels c and the taps of
+    x[n, g * CG + c, p's window] * w[o, c, tap] (+ bias[o]), in fp32 FMAs, x and y in their own layouts (``X*``,
+    ``Y*``: their strides along n, c, d, h and w, in elements). A program computes BLOCK_P output positions of one sample
+    by BLOCK_C output channels: for contiguous (NCDHW) memory BLOCK_C is 1 and a warp's loads of a tap are
+    consecutive addresses of an input row; for channels-last memory they run along the channels. The taps are
+    unrolled. For a depthwise convolution (CG = 1), where the implicit GEMM's tile would hold one output channel of a
+    group."""
+    P: tl.constexpr = OD * OH * OW
+    p_blocks: tl.constexpr = (P + BLOCK_P - 1) // BLOCK_P
+    c_blocks: tl.constexpr = (K_OUT + BLOCK_C - 1) // BLOCK_C
+    pid = tl.program_id(0)
+    n = (pid // (p_blocks * c_blocks)).to(tl.int64)
+    offs_p = (pid % p_blocks) * BLOCK_P + tl.arange(0, BLOCK_P)
+    o = ((pid // p_blocks) % c_blocks) * BLOCK_C + tl.arange(0, BLOCK_C)
+    in_p = offs_p < P
+    in_o = o < K_OUT
+    ow = offs_p % OW
+    oh = (offs_p // OW) % OH
+    od = offs_p // (OW * OH)
+    acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+    for c in range(CG):
+        xc = x + n * XN + ((o // KG) * CG + c)[None, :] * XC
+        wc = w + (o * CG + c) * (KD * KH * KW)
+        for kd in tl.static_range(KD):
+            i_d = od * SD - PD + kd * DD
+            ok_d = in_p & (i_d >= 0) & (i_d < D)
+            for kh in tl.static_range(KH):
+                ih = oh * SH - PH + kh * DH
+                ok_h = ok_d & (ih >= 0) & (ih < H)
+                for kw in tl.static_range(KW):
+                    iw = ow * SW - PW + kw * DW
+                    ok = ok_h & (iw >= 0) & (iw < W)
+                    v = tl.load(xc + (i_d * XD + ih * XH + iw * XW)[:, None],
+                                mask=ok[:, None] & in_o[None, :], other=0.0)
+                    tap = tl.load(wc + (kd * KH + kh) * KW + kw, mask=in_o, other=0.0)
+                    acc += v.to(tl.float32) * tap.to(tl.float32)[None, :]
+    if HAS_BIAS:
+        acc += tl.load(bias + o, mask=in_o, other=0.0).to(tl.float32)[None, :]
+    at = n * YN + (od * YD + oh * YH + ow * YW)[:, None] + o[None, :] * YC
+    tl.store(y + at, acc, mask=in_p[:, None] & in_o[None, :])
+
+
 def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix, transposed=False, output_padding=(0,),
                    groups=1):
     """torch.convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups) (1-D, 2-D
@@ -276,6 +330,24 @@ def _evoforge_conv(x, weight, bias, stride, padding, dilation, prefix, transpose
     k_out = kg * groups
     fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
     channels_last = fmt is not None and x.is_contiguous(memory_format=fmt) and not x.is_contiguous()
+    # The direct stencil where the build chose it (a depthwise convolution: ``DIRECT``'s values under the prefix), and
+    # on the shape-generic path wherever a group holds one input channel; in the input's own layout.
+    if not transposed and (prefix is not None and prefix + "BLOCK" in PARAMS or prefix is None and cg == 1):
+        p = _EVOFORGE_CONV_DIRECT_ANY if prefix is None else {name: PARAMS[prefix + name] for name in ("BLOCK",
+                                                                                                      "num_warps")}
+        if channels_last:  # the output as cuDNN lays it out; a tile's channels side by side in memory
+            y5 = torch.empty((n, od, oh, ow, k_out), device=x.device, dtype=x.dtype).permute(0, 4, 1, 2, 3)
+            block_c = min(triton.next_power_of_2(k_out), 32, p["BLOCK"])
+        else:
+            y5 = torch.empty((n, k_out, od, oh, ow), device=x.device, dtype=x.dtype)
+            block_c = 1
+        block_p = p["BLOCK"] // block_c
+        grid = n * triton.cdiv(od * oh * ow, block_p) * triton.cdiv(k_out, block_c)
+        _evoforge_conv_direct[(grid,)](x5, w5.contiguous(), w5 if bias is None else bias, y5, d, h, wd, k_out, od, oh,
+                                       ow, *x5.stride(), *y5.stride(), *stride, *padding, *dilation, KD=kd,
+                                       KH=kh, KW=kw, CG=cg, KG=kg, HAS_BIAS=bias is not None, BLOCK_P=block_p,
+                                       BLOCK_C=block_c, num_warps=p["num_warps"])
+        return y5.view(n, k_out, *(od, oh, ow)[lead:])  # the sizes of one put in front dropped: a view
     xl = x5.permute(0, 2, 3, 4, 1).contiguous()  # NDHWC (no copy where x is channels-last already)
     wt = wt.contiguous()  # [G, KD, KH, KW, CG, KG]: a K row of a group's GEMM is one (tap, channel)
     y = torch.empty((n, od, oh, ow, k_out), device=x.device, dtype=x.dtype)
@@ -308,6 +380,8 @@ def _evoforge_gcd(a, b):
     return a
 
 
+#: The direct stencil's config on the shape-generic path (a group of one input channel there).
+_EVOFORGE_CONV_DIRECT_ANY = {"BLOCK": 1024, "num_warps": 4}
 #: A transposed convolution's outputs split by phase, each reading its own taps (False: the gather form alone, every
 #: tap of every output, those of a stride's other phases masked).
 _EVOFORGE_CONV_PHASED = True
@@ -357,12 +431,31 @@ def _literal_line(source: str, name: str) -> tuple[re.Match[str], dict[str, Any]
     return (m, ast.literal_eval(m.group(1))) if m else None
 
 
-def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: bool = False) -> str | None:
+def _weight_shape(fn: ast.FunctionDef, name: str, shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The shape of the tensor ``name`` holds in a main-shape path: a model attribute's (``argN_1 = self.conv.weight``,
+    its shape in ``shapes``) or a buffer's (``bufN = torch.empty_strided((sizes), ...)``); None where neither says."""
+    for node in fn.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == name):
+            continue
+        value = node.value
+        if isinstance(value, ast.Call) and ast.unparse(value.func) == "torch.empty_strided" and value.args:
+            sizes = value.args[0]
+            if isinstance(sizes, ast.Tuple) and all(isinstance(e, ast.Constant) for e in sizes.elts):
+                return tuple(e.value for e in sizes.elts)  # type: ignore[misc]
+        return shapes.get(ast.unparse(value))
+    return None
+
+
+def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: bool = False,
+                     weight_shapes: dict[str, tuple[int, ...]] | None = None) -> str | None:
     """The seed with every plain convolution of its main-shape path computed by the kernel above (its tiles and
     precision in SPACE, starting at ``TILES``' values and ``start_precision``); with ``generic``, those of its
     shape-generic path too (at a fixed config in ``start_precision``: the search tunes the main path), so that no
-    vendor convolution is left where every one is plain. None where the seed has no main-shape path, no such
-    convolution there, or (``generic``) a convolution the kernel does not compute."""
+    vendor convolution is left where every one is plain. A convolution whose weight holds one input channel a group
+    (depthwise; its shape from ``weight_shapes``, the model's tensors by their expression in the path, or from the
+    buffer's allocation) gets the direct stencil instead, ``DIRECT``'s values in SPACE. None where the seed has no
+    main-shape path, no such convolution there, or (``generic``) a convolution the kernel does not compute."""
     tree = ast.parse(source)
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
     paths = {n.name: n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef)}
@@ -393,8 +486,15 @@ def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: b
     new_space, new_params = dict(space[1]), dict(params[1])
     for i, call in enumerate(convs):
         prefix = f"conv{i}_"
+        args = _plain_conv(call)
+        assert args is not None
+        shape = _weight_shape(main, args[1], weight_shapes or {})
         if not rewrite(call, prefix):
             return None
+        if args[6] == "False" and shape is not None and len(shape) >= 3 and shape[1] == 1:  # depthwise
+            for name, (values, start) in DIRECT.items():
+                new_space[prefix + name], new_params[prefix + name] = list(values), start
+            continue
         for name, (values, start) in TILES.items():
             new_space[prefix + name], new_params[prefix + name] = list(values), start
         new_space[prefix + "PRECISION"] = list(PRECISIONS)

@@ -320,7 +320,7 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
-def _source_expr(source: str, forward_args: list[str]) -> str:
+def source_expr(source: str, forward_args: list[str]) -> str:
     """Dynamo's name of a graph input (``L['self']._modules['fc']._parameters['weight']``) as an expression of
     ModelNew.forward (``self.fc.weight``)."""
     expr = re.sub(r"\._(?:modules|parameters|buffers)\['(\w+)'\]", r".\1", source)
@@ -682,7 +682,7 @@ def _convert(capture: InductorCapture, allow_ops: tuple[str, ...], *, tuned: boo
                                      f"{len(capture.graph_inputs)}")
             code = ast.unparse(call)
             for local, source in zip(names, capture.graph_inputs, strict=True):
-                expr = _source_expr(source, capture.forward_args)
+                expr = source_expr(source, capture.forward_args)
                 if re.search(rf"\b{local}\.item\(\)", code):  # a float of the module Inductor took as a 0-d tensor
                     expr = f"torch.as_tensor({expr})"
                 lines.append(f"{local} = {expr}")
@@ -709,7 +709,7 @@ def _main_guard(main: InductorCapture, forward_args: list[str]) -> tuple[str, st
     the model is made)."""
     per_call, once = [], []
     for guard in main.guards:
-        expr = _source_expr(guard["source"], forward_args)
+        expr = source_expr(guard["source"], forward_args)
         if "shape" not in guard:
             continue
         test = (f"{expr}.shape == {tuple(guard['shape'])!r} and {expr}.stride() == {tuple(guard['stride'])!r} "

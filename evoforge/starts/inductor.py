@@ -208,4 +208,21 @@ def triton_conv_build(capture: Any, allow_ops: tuple[str, ...], seed: str | None
         except NoInductorSeed:
             return None
     precision = "bf16x3" if capture.device.startswith("cuda") else "ieee"  # the interpreter's dot: exact fp32 only
-    return with_triton_conv(base, start_precision=precision, generic=strict) if base else None
+    return with_triton_conv(base, start_precision=precision, generic=strict,
+                            weight_shapes=model_shapes(capture)) if base else None
+
+
+def model_shapes(capture: Any) -> dict[str, tuple[int, ...]]:
+    """The shapes of the tensors the main shape's build read, by their expression in the seed (``self.conv.weight``),
+    from the capture's guards; empty where the capture has none."""
+    from evoforge.mutators.inductor_common import NoInductorSeed
+    from evoforge.mutators.inductor_seed import source_expr
+
+    main = capture.main_capture() or capture
+    shapes: dict[str, tuple[int, ...]] = {}
+    for guard in main.guards:
+        try:
+            shapes[source_expr(guard["source"], main.forward_args)] = tuple(guard["shape"])
+        except (NoInductorSeed, KeyError, TypeError):
+            continue
+    return shapes

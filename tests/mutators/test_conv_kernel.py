@@ -135,6 +135,76 @@ print("ok")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
+def test_the_direct_stencil_computes_depthwise_convolutions_in_the_inputs_own_layout():
+    """The direct stencil (a program a block of one sample's outputs, its taps unrolled) at odd sizes: depthwise with
+    a channel multiplier, strided, padded and dilated, 1-D, 2-D and 3-D, with and without bias, for contiguous and
+    channels-last input (its output laid out as cuDNN lays it out), and a group of three channels (the loop over a
+    group's channels); the shape-generic path takes it wherever a group holds one channel."""
+    import subprocess
+    import sys
+
+    script = '''
+import torch, triton, triton.language as tl
+from evoforge.mutators.conv_kernel import KERNEL_SOURCE
+PARAMS = {"d_BLOCK": 32, "d_num_warps": 1}
+_EVOFORGE_CONV_ANY = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8, "num_warps": 1, "num_stages": 1,
+                      "PRECISION": "ieee"}
+exec(KERNEL_SOURCE)
+torch.manual_seed(0)
+conv = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d, 3: torch.nn.functional.conv3d}
+# dims, in channels, out channels, groups, stride, padding, dilation, bias, prefix (None: the shape-generic path)
+for dims, c, k, g, s, p, d, bias, prefix in [(2, 6, 12, 6, 2, 1, 2, True, "d_"), (1, 5, 5, 5, 3, 2, 1, True, "d_"),
+                                             (3, 4, 4, 4, 2, 1, 1, False, "d_"), (2, 7, 7, 7, 1, 1, 1, True, None),
+                                             (2, 6, 4, 2, 1, 1, 1, True, "d_")]:
+    x = torch.randn(2, c, *{1: [9], 2: [9, 7], 3: [5, 4, 6]}[dims])
+    w = torch.randn(k, c // g, *[3, 2, 3][:dims])
+    b = torch.randn(k) if bias else None
+    ref = conv[dims](x.double(), w.double(), None if b is None else b.double(), stride=s, padding=p, dilation=d,
+                     groups=g)
+    for xi in [x] + ([x.contiguous(memory_format=torch.channels_last)] if dims == 2 else []):
+        got = _evoforge_conv(xi, w, b, (s,) * dims, (p,) * dims, (d,) * dims, prefix, False, (0,) * dims, g)
+        cudnn_like = conv[dims](xi, w, b, stride=s, padding=p, dilation=d, groups=g)
+        assert got.shape == ref.shape and got.stride() == cudnn_like.stride(), (dims, got.stride())
+        assert (got.double() - ref).abs().max() < 1e-4, (dims, c, k, g, s, p, d)
+print("ok")
+'''
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+L1_84 = FIXTURES / "inductor" / "level1_84_conv_depthwise_2D_asymmetric_input_square_kernel.main.cpu.json"
+L1_84_SIZES = {"batch_size": 2, "in_channels": 8, "out_channels": 8, "height_in": 9, "width_in": 12}
+
+
+def test_a_depthwise_task_starts_from_the_direct_stencil_and_a_stencil_that_reads_wrong_fails(tmp_path,
+                                                                                            interpreter_evaluator):
+    """L1/84 (depthwise: groups = channels) under the strict rule: the seed's convolution is the direct stencil,
+    its block and warps in SPACE and none of the implicit GEMM's tiles (whose N would hold one channel of a group's
+    64 or more), its weight's shape read from the capture; it passes the chain at both shapes. Adversarial: a
+    stencil a row off, every sample reading the first's input, or the taps' weights transposed, fails."""
+    from evoforge.starts.inductor import InductorStarts
+    from evoforge.task import Task
+
+    task = Task.load("L1/84", overrides=L1_84_SIZES)
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / f"{task.name.replace('/', '_')}.inductor.json").write_text(L1_84.read_text())
+    seed, _ = InductorStarts(run_dir=tmp_path, backend=None, timeout_s=600).seed(task)
+    assert "_evoforge_conv(" in seed.source and "convolution(" not in seed.source[seed.source.index("class ModelNew"):]
+    assert {"conv0_BLOCK", "conv0_num_warps"} <= set(seed.space)
+    assert not any(k.startswith("conv0_") and k not in ("conv0_BLOCK", "conv0_num_warps") for k in seed.space)
+    result = _judge(interpreter_evaluator, task, seed.source)
+    assert result.ok, result.message
+    assert all("_evoforge_conv_direct" in kernels for kernels in result.details["kernels"].values()), result.details
+    for right, wrong in [("ih = oh * SH - PH + kh * DH\n", "ih = oh * SH - PH + kh * DH + 1\n"),
+                         ("xc = x + n * XN", "xc = x + 0 * XN"),
+                         ("tl.load(wc + (kd * KH + kh) * KW + kw", "tl.load(wc + (kd * KH + kw) * KW + kh")]:
+        assert right in seed.source, right
+        result = _judge(interpreter_evaluator, task, seed.source.replace(right, wrong))
+        assert result.status.value == "incorrect", (wrong, result.status, result.message)
+
+
 def test_the_shape_generic_path_takes_a_convolutions_groups_from_its_operands_not_from_the_capture():
     """A depthwise task (groups = in_channels) captured at 8 channels keeps ``groups=8`` as a literal in its
     shape-generic path; the chain's odd shape has 7 channels, so 7 groups (on the H100, 2026-12-07, L1/84's seed and
