@@ -377,8 +377,14 @@ TASK_SPECS: dict[str, TaskSpec] = {
              "a variant of the seed): K = 3 x 3 x in_channels, a precision whose cost depends on the tile"),
     "conv_l1_84_depthwise": TaskSpec(
         task="L1/84", build="triton-conv", dtype="float32",
-        space={**CONV_TILES, "conv0_PRECISION": ["bf16x3", "tf32-round", "ieee"]},
-        note="depthwise (groups = channels): one output channel a group, a tile's N mostly masked"),
+        # Split as the implicit GEMM's tiles (one output channel a group, a tile's N mostly masked); before anything
+        # was recorded, a depthwise convolution's start became the direct stencil, whose SPACE this is.
+        space={"conv0_BLOCK": [128, 256, 512, 1024, 2048, 4096, 8192], "conv0_num_warps": [1, 2, 4, 8, 16]},
+        smoke_sizes={"batch_size": 2, "in_channels": 8, "out_channels": 8, "height_in": 9, "width_in": 12},
+        smoke_capture="tests/fixtures/inductor/level1_84_conv_depthwise_2D_asymmetric_input_square_kernel.main.cpu.json",
+        note="depthwise (groups = channels), 4 GiB of input: the direct stencil (a program a block of one sample's "
+             "outputs by up to 32 channels, in the channels-last layout torch.compile's build gives it), its block "
+             "and warps"),
     "inductor_l1_40_layernorm": TaskSpec(
         task="L1/40", build="seed", dtype="float32",
         space={"XBLOCK": [1, 2, 4, 8], "R0_BLOCK": [512, 1024, 2048, 4096], "num_warps": [2, 4, 8, 16],
