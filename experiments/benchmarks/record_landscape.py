@@ -698,8 +698,14 @@ def resolve_space(name: str, wanted: dict[str, list[Any]], space: dict[str, list
     """The spec's keys as the build's SPACE names them: a key by its full name, or by the one SPACE key that ends in
     ``_KEY`` (a multi-kernel build's ``k0_XBLOCK``); a key that names none, or several, stops the recording."""
     out: dict[str, list[Any]] = {}
+    found_of = {key: [key] if key in space else [k for k in space if k.endswith("_" + key)] for key in wanted}
+    # A key several kernels share (``num_warps``) is that of the kernel whose keys the others found alone (the
+    # GEMM template's ``k1_`` where only it has a ``BLOCK_M``).
+    kernels = {found[0][:-len(key)] for key, found in found_of.items() if len(found) == 1 and found[0] != key}
     for key, values in wanted.items():
-        found = [key] if key in space else [k for k in space if k.endswith("_" + key)]
+        found = found_of[key]
+        if len(found) > 1 and kernels:
+            found = [k for k in found if k[:-len(key)] in kernels]
         if len(found) != 1:
             raise SystemExit(f"{name}: the build's SPACE has {'no' if not found else 'several'} {key!r} "
                              f"({found or sorted(space)}): name its key in full")

@@ -201,3 +201,10 @@ def test_a_space_key_that_names_no_key_or_several_of_the_builds_stops_the_record
     for wanted in ({"XBLOCK": [1]}, {"R0_BLOCK": [64]}):
         with pytest.raises(SystemExit, match="name its key in full"):
             resolve("x", wanted, space)
+    # A GEMM template's build beside an element-wise kernel (L2/76 on the H100): the shared key is the template's,
+    # whose BLOCK_M only it has; alone, it is still ambiguous.
+    gemm = {"k0_XBLOCK": [64], "k0_num_warps": [4], "k1_BLOCK_M": [64], "k1_num_warps": [4]}
+    assert resolve("x", {"BLOCK_M": [64, 128], "num_warps": [4, 8]}, gemm) == {
+        "k1_BLOCK_M": [64, 128], "k1_num_warps": [4, 8]}
+    with pytest.raises(SystemExit, match="name its key in full"):
+        resolve("x", {"num_warps": [4, 8]}, gemm)
