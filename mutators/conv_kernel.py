@@ -447,6 +447,124 @@ def _weight_shape(fn: ast.FunctionDef, name: str, shapes: dict[str, tuple[int, .
     return None
 
 
+def _pure_copy(tree: ast.Module, kernel: str) -> bool:
+    """Whether the module's kernel ``kernel`` stores what it loads, unchanged, once: a copy of its first pointer's
+    tensor into its second's, in another layout (Inductor's layout change before and after a convolution)."""
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    if fn is None or len(fn.args.args) < 2:
+        return False
+    calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+    loads = [c for c in calls if ast.unparse(c.func) == "tl.load"]
+    stores = [c for c in calls if ast.unparse(c.func) == "tl.store"]
+    if len(loads) != 1 or len(stores) != 1 or len(stores[0].args) < 2:
+        return False
+    held = [n for n in fn.body if isinstance(n, ast.Assign) and n.value is loads[0]
+            and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
+    first, second = fn.args.args[0].arg, fn.args.args[1].arg
+    return (len(held) == 1 and ast.unparse(stores[0].args[1]) == held[0].targets[0].id  # type: ignore[union-attr]
+            and ast.unparse(loads[0].args[0]).startswith(first) and ast.unparse(stores[0].args[0]).startswith(second)
+            and not any(isinstance(c.func, ast.Attribute) and ast.unparse(c.func).startswith(("tl.", "libdevice."))
+                        and ast.unparse(c.func) not in ("tl.load", "tl.store", "tl.program_id", "tl.arange")
+                        for c in calls))
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= size
+    return tuple(reversed(out))
+
+
+def _skip_layout_copies(source: str, prefixes: list[str]) -> str:
+    """A direct-stencil convolution reads and writes memory in any layout, so Inductor's copies around it (its input
+    into channels-last before, its channels-last output into the contiguous result after; each two passes over the
+    whole tensor, where a depthwise convolution itself makes about two) go: where the main path's convolution under
+    ``prefix`` reads a buffer only a pure copy (``_pure_copy``) of another tensor filled, and only a pure copy into a
+    contiguous buffer reads its result, it reads that tensor and its result is that buffer (made contiguous, a no-op
+    on contiguous input). The copies' launch values leave SPACE. Anything else: the source as it was."""
+    tree = ast.parse(source)
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
+    main = next((n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef)
+                 and n.name == "forward_main_shape"), None)
+    if main is None:
+        return source
+    lines = source.splitlines(keepends=True)
+    body = main.body
+
+    def names_in(stmt: ast.stmt) -> list[str]:
+        return [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)]
+
+    def launch(stmt: ast.stmt) -> tuple[str, list[str]] | None:
+        """(kernel, its first two arguments' names) of a launch statement ``k[grid](a, b, ...)``."""
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Subscript) and isinstance(stmt.value.func.value, ast.Name)):
+            return None
+        args = stmt.value.args
+        if len(args) < 2 or not all(isinstance(a, ast.Name) for a in args[:2]):
+            return None
+        return stmt.value.func.value.id, [a.id for a in args[:2]]  # type: ignore[union-attr]
+
+    def allocation(stmt: ast.stmt, name: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == name and isinstance(stmt.value, ast.Call)
+                and ast.unparse(stmt.value.func) == "torch.empty_strided" and len(stmt.value.args) >= 2):
+            return None
+        try:
+            return tuple(ast.literal_eval(stmt.value.args[0])), tuple(ast.literal_eval(stmt.value.args[1]))
+        except ValueError:
+            return None
+
+    drop: set[int] = set()
+    replace: dict[int, str] = {}
+    for k, stmt in enumerate(body):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and isinstance(stmt.value, ast.Call) and ast.unparse(stmt.value.func) == "_evoforge_conv"
+                and len(stmt.value.args) >= 7 and isinstance(stmt.value.args[0], ast.Name)
+                and isinstance(stmt.value.args[6], ast.Constant) and stmt.value.args[6].value in prefixes):
+            continue
+        conv_in, conv_out = stmt.value.args[0].id, stmt.targets[0].id
+        uses_in = [j for j, t in enumerate(body) if conv_in in names_in(t)]
+        uses_out = [j for j, t in enumerate(body) if conv_out in names_in(t)]
+        fill = [j for j in uses_in if (lc := launch(body[j])) and lc[1][1] == conv_in]
+        read = [j for j in uses_out if j > k and (lc := launch(body[j])) and lc[1][0] == conv_out]
+        if len(fill) != 1 or len(read) != 1:
+            continue
+        (kin, (src, _)), (kout, (_, result)) = launch(body[fill[0]]), launch(body[read[0]])  # type: ignore[misc]
+        alloc_in = [j for j in uses_in if allocation(body[j], conv_in)]
+        alloc_out = [j for j, t in enumerate(body) if allocation(t, result)]
+        dels = lambda name, uses: [j for j in uses if isinstance(body[j], ast.Delete)]  # noqa: E731
+        if (not _pure_copy(tree, kin) or not _pure_copy(tree, kout) or len(alloc_in) != 1 or len(alloc_out) != 1
+                or set(uses_in) != {*fill, *alloc_in, k, *dels(conv_in, uses_in)}
+                or set(uses_out) - {k, *read, *dels(conv_out, uses_out)}):
+            continue
+        shape, strides = allocation(body[alloc_out[0]], result)  # type: ignore[misc]
+        if strides != _contiguous_strides(shape):
+            continue
+        if any(b.lineno != b.end_lineno for b in (body[j] for j in (k, fill[0], read[0]))):
+            continue
+        drop.update([fill[0], *alloc_in, *dels(conv_in, uses_in), alloc_out[0]])
+        drop.update(j for j, t in enumerate(body) if j < k and isinstance(t, ast.Delete) and src in names_in(t))
+        line = lines[stmt.lineno - 1]
+        replace[stmt.lineno - 1] = line.replace(f"_evoforge_conv({conv_in},", f"_evoforge_conv({src},", 1)
+        indent = line[:len(line) - len(line.lstrip())]
+        replace[body[read[0]].lineno - 1] = f"{indent}{result} = {conv_out}.contiguous()\n"
+    if not replace:
+        return source
+    for j in drop:
+        for ln in range(body[j].lineno - 1, body[j].end_lineno or body[j].lineno):
+            replace[ln] = ""
+    gone = {key for ln in replace for key in re.findall(r"PARAMS\[['\"](\w+)['\"]\]", lines[ln])}
+    out = "".join(replace.get(i, line) for i, line in enumerate(lines))
+    space, params = _literal_line(out, "SPACE"), _literal_line(out, "PARAMS")
+    if space is None or params is None:
+        return source
+    rest = out.replace(space[0].group(0), "").replace(params[0].group(0), "")
+    keep = {key for key in space[1] if key not in gone or f"'{key}'" in rest or f'"{key}"' in rest}
+    return out.replace(space[0].group(0), f"SPACE = { {k: v for k, v in space[1].items() if k in keep}!r}", 1).replace(
+        params[0].group(0), f"PARAMS = { {k: v for k, v in params[1].items() if k in keep}!r}", 1)
+
+
 def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: bool = False,
                      weight_shapes: dict[str, tuple[int, ...]] | None = None) -> str | None:
     """The seed with every plain convolution of its main-shape path computed by the kernel above (its tiles and
@@ -508,6 +626,9 @@ def with_triton_conv(source: str, *, start_precision: str = "bf16x3", generic: b
     out = "".join(lines)
     out = out.replace(space[0].group(0), f"SPACE = {new_space!r}", 1).replace(
         params[0].group(0), f"PARAMS = {new_params!r}", 1)
+    direct = [f"conv{i}_" for i in range(len(convs)) if f"conv{i}_BLOCK" in new_space]
+    if direct:
+        out = _skip_layout_copies(out, direct)
     anchor = re.search(r"^class (TaskModel|ModelNew)\b", out, re.MULTILINE)
     assert anchor is not None
     fixed = {name: start for name, (_, start) in TILES.items()} | {"PRECISION": start_precision}
