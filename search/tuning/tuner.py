@@ -35,6 +35,12 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   transposed tile, 128x256x64 at 1.062x) is as good a basin to search, and its two-step neighbourhood held the
   best (recorded fp8-operand GEMM with the knowledge base, 100 seeds at 30: 0.75 -> 0.92; the other landscapes
   unchanged within their noise).
+- a categorical value no config has run with is run next, flipped alone at the incumbent's tiles (``probe_untried``):
+  the start (CMA-ES's five configs) may miss a path, and a path never timed is neither mirrored nor transferred to.
+  Where a path's cost moves with the tiles, the pair timed at the incumbent's own tiles, where there is one, decides
+  whether the walk may move onto that path (``local_cost``), not the mean over pairs timed elsewhere. On L2/1's
+  convolution (every precision correct, the rounded-TF32 path 0.16x-1.74x the bf16 split's over the tiles; 200
+  seeds at 30): 0.595 -> 0.64 with the probe; the figures of both are in experiments/results/search/README.md.
 - the resource model's monotone rule (at least as large as a failure fails) holds across categorical paths only
   where no path was seen to change the time by more than ``own_path_factor`` (1.3x) at equal tiles: such a choice
   changes the work a tile does, and with it what the tile costs. Read across paths, a tf32x3 split's failure
@@ -111,7 +117,11 @@ class StructureTuner:
                  probe_threshold: float = 0.8, known_causes: Sequence[Sequence[Literal]] = (),
                  patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2,
                  mirror: bool = True, ties: float = 0.02, own_path_factor: float = 1.3, transfer: bool = True,
-                 compose: bool = True, moves_together: Sequence[Sequence[str]] = ()) -> None:
+                 compose: bool = True, moves_together: Sequence[Sequence[str]] = (),
+                 probe_untried: bool = True, local_cost: bool = True) -> None:
+        self.probe_untried = probe_untried
+        self.local_cost = local_cost
+        self.probes = 0
         # groups of dimensions grown by one step each in a single move (the knowledge base's moves_together)
         self.together = [tuple(space.names.index(n) for n in group) for group in moves_together
                          if len(group) > 1 and all(n in space.names and space.ordinal[space.names.index(n)]
@@ -312,7 +322,9 @@ class StructureTuner:
         space = self.space
         if all(space.ordinal[d] or n[d] == anchor[d] for d in range(space.dims)):
             return True
-        verdict = self.choices.costs(anchor, n)
+        verdict = self._cost_here(anchor, n) if self.local_cost else None
+        if verdict is None:
+            verdict = self.choices.costs(anchor, n)
         if verdict:
             return False
         if verdict is None and any(space.ordinal[d] and n[d] != anchor[d] for d in range(space.dims)):
@@ -454,6 +466,10 @@ class StructureTuner:
             idx = self._mirror(ranked[0][1], kernels)
             if idx is not None:
                 return idx
+        if self.probe_untried:
+            idx = self._probe(ranked[0][1], kernels)
+            if idx is not None:
+                return idx
         if stuck and self.ties:
             # A config within ``ties`` of the stuck incumbent is as good an anchor: walk their neighbourhoods
             # together (on the H200 fp8-operand GEMM the incumbent 256x128x64 at 1.051x has its transpose
@@ -511,6 +527,38 @@ class StructureTuner:
                     and self._pwrong(m) < self.wrong_threshold):
                 self.mirrors += 1
                 return m
+        return None
+
+    def _cost_here(self, anchor: tuple[int, ...], n: tuple[int, ...]) -> bool | None:
+        """Whether ``n``'s categorical path was timed slower than ``anchor``'s at the anchor's own tiles (None: not
+        timed there). Where a path's cost moves with the tiles, the pair at the anchor's tiles is the evidence that
+        counts for a move from it, whatever the pairs elsewhere say."""
+        space = self.space
+        here = tuple(anchor[d] if space.ordinal[d] else n[d] for d in range(space.dims))
+        there, base = self.results.get(here), self.results.get(anchor)
+        if here == anchor or there is None or base is None:
+            return None
+        return there > base * (1.0 + self.choices.margin)
+
+    def _probe(self, anchor: tuple[int, ...], kernels: set[tuple[int, ...]]) -> tuple[int, ...] | None:
+        """A categorical value no config has run with yet, flipped alone at the incumbent's tiles: a path never
+        timed is never weighed by ``mirror`` or ``transfer``, and in the walk's draw it is one neighbour of
+        dozens (on L2/1's convolution, recorded on an H100, CMA-ES's five starting configs missed the rounded-TF32
+        path in some seeds, whose best is 1.18x faster than the bf16 split's best, and a walk on the bf16 split
+        first ran it after 26 evaluations)."""
+        space = self.space
+        ran = [i for i in self.results]
+        for d in range(space.dims):
+            if space.ordinal[d]:
+                continue
+            for v in self._rng.permutation(space.sizes[d]):
+                if v == anchor[d] or any(i[d] == v for i in ran):
+                    continue
+                n = (*anchor[:d], int(v), *anchor[d + 1:])
+                if (n not in self.seen and not self._twin(n, kernels) and self._pfail(n) < self.fail_threshold
+                        and self._pwrong(n) < self._wrong_limit(anchor, n)):
+                    self.probes += 1
+                    return n
         return None
 
     def _reach(self, idx: tuple[int, ...]) -> list[tuple[int, ...]]:

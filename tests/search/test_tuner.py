@@ -125,6 +125,41 @@ def test_a_stuck_walk_goes_on_from_a_config_as_fast_as_its_incumbent() -> None:
     assert sum(finds_best(seed, ties=0.0) for seed in range(40)) <= 8  # the incumbent alone: 4 of 40
 
 
+def test_a_categorical_value_the_start_never_ran_is_run_at_the_incumbents_tiles() -> None:
+    """Four precision paths; the start ran three of them (the incumbent on the second fastest, 1.2x, at the best
+    tiles), and the fastest path, d, never. A path never timed is neither mirrored nor transferred to, and in the
+    walk's draw its flip is one neighbour of dozens (L2/1's convolution on an H100: a walk on the bf16 split first
+    ran the rounded-TF32 path after 26 evaluations). The walk now runs it at the incumbent's tiles first."""
+    space = ParamSpace.from_dict({"M": [1, 2, 3, 4], "N": [1, 2, 3, 4], "K": [1, 2, 3], "P": ["a", "b", "c", "d"]})
+    factor, centre = {"a": 1.2, "b": 2.5, "c": 3.0, "d": 1.0}, {"M": 3, "N": 2, "K": 2}
+
+    def ms(idx: tuple[int, ...]) -> float:
+        p = space.params_of(idx)
+        return (1 + 0.1 * sum(abs(p[k] - v) for k, v in centre.items())) * factor[p["P"]]
+
+    told = [space.indices_of({"M": 3, "N": 2, "K": 2, "P": "a"}), space.indices_of({"M": 1, "N": 4, "K": 1, "P": "b"}),
+            space.indices_of({"M": 4, "N": 1, "K": 3, "P": "c"})]
+    assert sum(_walk_finds_best(space, ms, told, 6, seed) for seed in range(40)) >= 36  # measured 40 of 40
+    assert sum(_walk_finds_best(space, ms, told, 6, seed, probe_untried=False) for seed in range(40)) <= 14  # 6
+
+
+def test_a_path_timed_as_fast_at_the_incumbents_tiles_is_walked_into_whatever_it_cost_elsewhere() -> None:
+    """Path b cost 1.33x path a at one tile and 1.02x at the incumbent's: the mean over the two pairs says b costs
+    time (1.17x), but where a path's cost moves with the tiles, the pair at the incumbent's tiles is the evidence for
+    a move from it, so the walk may enter b with a tile change; elsewhere the mean still decides."""
+    space = ParamSpace.from_dict({"M": [1, 2, 3, 4], "N": [1, 2, 3, 4], "P": ["a", "b"]})
+    at = lambda m, n, p: space.indices_of({"M": m, "N": n, "P": p})  # noqa: E731
+    times = {at(1, 1, "a"): 1.5, at(1, 1, "b"): 2.0, at(3, 3, "a"): 1.0, at(3, 3, "b"): 1.02}
+    for local_cost, allowed in ((True, True), (False, False)):
+        tuner = StructureTuner(space=space, seed=0, sampler="random", n_start=1, explore_every=0,
+                               local_cost=local_cost)
+        for idx, ms in times.items():
+            tuner.tell(idx, ms)
+        assert tuner.choices.costs(at(3, 3, "a"), at(4, 3, "b"))  # the mean over both pairs
+        assert tuner._worth_flipping(at(3, 3, "a"), at(4, 3, "b")) is allowed
+        assert not tuner._worth_flipping(at(2, 2, "a"), at(2, 1, "b"))  # not timed at these tiles: the mean
+
+
 def test_a_failure_is_not_certain_on_a_path_seen_to_do_different_work() -> None:
     """The fp32 GEMM's tf32x3 split is twice the time of its bf16x3 split at equal tiles and holds larger operand
     tiles. A tf32x3 failure of 128-wide tiles made the resource model certain the same tiles fail on bf16x3 (the
