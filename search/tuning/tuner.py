@@ -35,12 +35,15 @@ Measured on recorded H200 landscapes (see experiments/results/search/), three ge
   transposed tile, 128x256x64 at 1.062x) is as good a basin to search, and its two-step neighbourhood held the
   best (recorded fp8-operand GEMM with the knowledge base, 100 seeds at 30: 0.75 -> 0.92; the other landscapes
   unchanged within their noise).
-- a categorical value no config has run with is run next, flipped alone at the incumbent's tiles (``probe_untried``):
-  the start (CMA-ES's five configs) may miss a path, and a path never timed is neither mirrored nor transferred to.
+- a categorical value no config has run with is run, flipped alone at the incumbent's tiles, once ``probe_after``
+  results in a row have not improved the incumbent (``probe_untried``): the start (CMA-ES's five configs) may miss a
+  path, and a path never timed is neither mirrored nor transferred to. Run at once instead, it spent an evaluation
+  the walk needed early on the grouped fp32 GEMM (200 seeds at 30: 0.895 -> 0.83; after three: 0.87).
   Where a path's cost moves with the tiles, the pair timed at the incumbent's own tiles, where there is one, decides
   whether the walk may move onto that path (``local_cost``), not the mean over pairs timed elsewhere. On L2/1's
   convolution (every precision correct, the rounded-TF32 path 0.16x-1.74x the bf16 split's over the tiles; 200
-  seeds at 30): 0.595 -> 0.64 with the probe; the figures of both are in experiments/results/search/README.md.
+  seeds, P at 20 / 30 / 50): 0.345 / 0.595 / 0.795 -> 0.35 / 0.615 / 0.84; on the H200 fp8-operand GEMM (100 seeds)
+  0.34 / 0.93 -> 0.53 / 0.98; every figure in experiments/results/search/README.md.
 - the resource model's monotone rule (at least as large as a failure fails) holds across categorical paths only
   where no path was seen to change the time by more than ``own_path_factor`` (1.3x) at equal tiles: such a choice
   changes the work a tile does, and with it what the tile costs. Read across paths, a tf32x3 split's failure
@@ -118,8 +121,9 @@ class StructureTuner:
                  patience: int = 3, settled: float = 0.7, escape_anchors: int = 3, escape_every: int = 2,
                  mirror: bool = True, ties: float = 0.02, own_path_factor: float = 1.3, transfer: bool = True,
                  compose: bool = True, moves_together: Sequence[Sequence[str]] = (),
-                 probe_untried: bool = True, local_cost: bool = True) -> None:
+                 probe_untried: bool = True, probe_after: int = 3, local_cost: bool = True) -> None:
         self.probe_untried = probe_untried
+        self.probe_after = probe_after
         self.local_cost = local_cost
         self.probes = 0
         # groups of dimensions grown by one step each in a single move (the knowledge base's moves_together)
@@ -466,7 +470,7 @@ class StructureTuner:
             idx = self._mirror(ranked[0][1], kernels)
             if idx is not None:
                 return idx
-        if self.probe_untried:
+        if self.probe_untried and self._since_improvement >= self.probe_after:
             idx = self._probe(ranked[0][1], kernels)
             if idx is not None:
                 return idx

@@ -129,7 +129,8 @@ def test_a_categorical_value_the_start_never_ran_is_run_at_the_incumbents_tiles(
     """Four precision paths; the start ran three of them (the incumbent on the second fastest, 1.2x, at the best
     tiles), and the fastest path, d, never. A path never timed is neither mirrored nor transferred to, and in the
     walk's draw its flip is one neighbour of dozens (L2/1's convolution on an H100: a walk on the bf16 split first
-    ran the rounded-TF32 path after 26 evaluations). The walk now runs it at the incumbent's tiles first."""
+    ran the rounded-TF32 path after 26 evaluations). The walk now runs it at the incumbent's tiles once three
+    results in a row have not improved the incumbent."""
     space = ParamSpace.from_dict({"M": [1, 2, 3, 4], "N": [1, 2, 3, 4], "K": [1, 2, 3], "P": ["a", "b", "c", "d"]})
     factor, centre = {"a": 1.2, "b": 2.5, "c": 3.0, "d": 1.0}, {"M": 3, "N": 2, "K": 2}
 
