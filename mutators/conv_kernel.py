@@ -450,6 +450,10 @@ def _weight_shape(fn: ast.FunctionDef, name: str, shapes: dict[str, tuple[int, .
 def _pure_copy(tree: ast.Module, kernel: str) -> bool:
     """Whether the module's kernel ``kernel`` stores what it loads, unchanged, once: a copy of its first pointer's
     tensor into its second's, in another layout (Inductor's layout change before and after a convolution)."""
+    # Inductor names a kernel by the ATen ops it fuses: a copy that only serves a convolution's layout fuses the
+    # convolution alone; one that also flips, rolls or transposes what it copies (one load, one store too) names them.
+    if not re.fullmatch(r"triton_\w+?_fused_convolution_\d+(_main)?", kernel):
+        return False
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
     if fn is None or len(fn.args.args) < 2:
         return False

@@ -178,8 +178,9 @@ L1_84 = FIXTURES / "inductor" / "level1_84_conv_depthwise_2D_asymmetric_input_sq
 
 def test_only_pure_layout_copies_around_a_direct_stencil_are_skipped():
     """The copies skipped are kernels that store what they load, unchanged, from their first tensor into their
-    second; a kernel that changes a value on the way (an epilogue Inductor fused into the copy), or a copy whose
-    result is not contiguous (the next kernel reads its strides), stays, with its SPACE."""
+    second, and fuse the convolution alone (Inductor names a kernel by the ops it fuses); a kernel that changes a
+    value on the way (an epilogue fused into the copy), one that fuses another op (a flip also loads once and stores
+    once), or a copy whose result is not contiguous (the next kernel reads its strides), stays, with its SPACE."""
     from evoforge.starts.inductor import model_shapes
 
     capture = InductorCapture.from_json(L1_84.read_text())
@@ -191,11 +192,13 @@ def test_only_pure_layout_copies_around_a_direct_stencil_are_skipped():
     store = "tl.store(out_ptr0 + (x2 + 70*y3), tmp0, xmask & ymask)"
     assert store in base
     for changed in [base.replace(store, store.replace("tmp0,", "tmp0 + 1.0,")),  # not a copy: an epilogue
-                    base.replace("(2, 8, 7, 10), (560, 70, 10, 1)", "(2, 8, 7, 10), (560, 1, 80, 8)")]:  # not contiguous
+                    base.replace("(2, 8, 7, 10), (560, 70, 10, 1)", "(2, 8, 7, 10), (560, 1, 80, 8)"),  # not contiguous
+                    # one load and one store, but of another op too (a flip's reversed index): not the layout's copy
+                    base.replace("triton_poi_fused_convolution_1", "triton_poi_fused_convolution_flip_1")]:
         assert changed != base
         kept = with_triton_conv(changed, start_precision="ieee", generic=True, weight_shapes=shapes)
         main = kept[kept.index("def forward_main_shape"):kept.index("def forward_any_shape")]
-        assert "triton_poi_fused_convolution_1_main[" in main and "k1_XBLOCK" in kept, main
+        assert "_fused_convolution_" in main.split("_evoforge_conv(")[1] and "k1_XBLOCK" in kept, main
 L1_84_SIZES = {"batch_size": 2, "in_channels": 8, "out_channels": 8, "height_in": 9, "width_in": 12}
 
 
