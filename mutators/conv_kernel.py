@@ -438,13 +438,19 @@ def _weight_shape(fn: ast.FunctionDef, name: str, shapes: dict[str, tuple[int, .
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id == name):
             continue
-        value = node.value
-        if isinstance(value, ast.Call) and ast.unparse(value.func) == "torch.empty_strided" and value.args:
-            sizes = value.args[0]
-            if isinstance(sizes, ast.Tuple) and all(isinstance(e, ast.Constant) for e in sizes.elts):
-                return tuple(e.value for e in sizes.elts)  # type: ignore[misc]
-        return shapes.get(ast.unparse(value))
+        allocated = _empty_strided(node.value)
+        return allocated[0] if allocated else shapes.get(ast.unparse(node.value))
     return None
+
+
+def _empty_strided(value: ast.expr) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(sizes, strides) of a ``torch.empty_strided((sizes), (strides), ...)`` with literal sizes and strides."""
+    if not (isinstance(value, ast.Call) and ast.unparse(value.func) == "torch.empty_strided" and len(value.args) >= 2):
+        return None
+    try:
+        return tuple(ast.literal_eval(value.args[0])), tuple(ast.literal_eval(value.args[1]))
+    except (ValueError, TypeError):
+        return None
 
 
 def _pure_copy(tree: ast.Module, kernel: str) -> bool:
@@ -511,13 +517,9 @@ def _skip_layout_copies(source: str, prefixes: list[str]) -> str:
 
     def allocation(stmt: ast.stmt, name: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                and stmt.targets[0].id == name and isinstance(stmt.value, ast.Call)
-                and ast.unparse(stmt.value.func) == "torch.empty_strided" and len(stmt.value.args) >= 2):
+                and stmt.targets[0].id == name):
             return None
-        try:
-            return tuple(ast.literal_eval(stmt.value.args[0])), tuple(ast.literal_eval(stmt.value.args[1]))
-        except ValueError:
-            return None
+        return _empty_strided(stmt.value)
 
     drop: set[int] = set()
     replace: dict[int, str] = {}
@@ -537,17 +539,17 @@ def _skip_layout_copies(source: str, prefixes: list[str]) -> str:
         (kin, (src, _)), (kout, (_, result)) = launch(body[fill[0]]), launch(body[read[0]])  # type: ignore[misc]
         alloc_in = [j for j in uses_in if allocation(body[j], conv_in)]
         alloc_out = [j for j, t in enumerate(body) if allocation(t, result)]
-        dels = lambda name, uses: [j for j in uses if isinstance(body[j], ast.Delete)]  # noqa: E731
+        del_in = [j for j in uses_in if isinstance(body[j], ast.Delete)]
+        del_out = [j for j in uses_out if isinstance(body[j], ast.Delete)]
         if (not _pure_copy(tree, kin) or not _pure_copy(tree, kout) or len(alloc_in) != 1 or len(alloc_out) != 1
-                or set(uses_in) != {*fill, *alloc_in, k, *dels(conv_in, uses_in)}
-                or set(uses_out) - {k, *read, *dels(conv_out, uses_out)}):
+                or set(uses_in) != {*fill, *alloc_in, k, *del_in} or set(uses_out) - {k, *read, *del_out}):
             continue
         shape, strides = allocation(body[alloc_out[0]], result)  # type: ignore[misc]
         if strides != _contiguous_strides(shape):
             continue
         if any(b.lineno != b.end_lineno for b in (body[j] for j in (k, fill[0], read[0]))):
             continue
-        drop.update([fill[0], *alloc_in, *dels(conv_in, uses_in), alloc_out[0]])
+        drop.update([fill[0], *alloc_in, *del_in, alloc_out[0]])
         drop.update(j for j, t in enumerate(body) if j < k and isinstance(t, ast.Delete) and src in names_in(t))
         line = lines[stmt.lineno - 1]
         replace[stmt.lineno - 1] = line.replace(f"_evoforge_conv({conv_in},", f"_evoforge_conv({src},", 1)

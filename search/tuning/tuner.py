@@ -551,12 +551,12 @@ class StructureTuner:
         path in some seeds, whose best is 1.18x faster than the bf16 split's best, and a walk on the bf16 split
         first ran it after 26 evaluations)."""
         space = self.space
-        ran = [i for i in self.results]
         for d in range(space.dims):
             if space.ordinal[d]:
                 continue
+            ran = {i[d] for i in self.results}
             for v in self._rng.permutation(space.sizes[d]):
-                if v == anchor[d] or any(i[d] == v for i in ran):
+                if v == anchor[d] or v in ran:
                     continue
                 n = (*anchor[:d], int(v), *anchor[d + 1:])
                 if (n not in self.seen and not self._twin(n, kernels) and self._pfail(n) < self.fail_threshold
