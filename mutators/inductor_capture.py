@@ -21,6 +21,8 @@ import ast
 import contextlib
 import json
 import re
+import sys
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -167,6 +169,20 @@ def _innermost(e: BaseException) -> BaseException:
     while (e.__cause__ or e.__context__) is not None:
         e = e.__cause__ or e.__context__  # type: ignore[assignment]
     return e
+
+
+def _out_of_memory_under(e: BaseException) -> BaseException | None:
+    """The device's out-of-memory error among ``e`` and its causes, if one is there."""
+    import torch
+
+    seen: set[int] = set()
+    link: BaseException | None = e
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, torch.OutOfMemoryError) or "CUDA out of memory" in str(link):
+            return link
+        link = link.__cause__ or link.__context__
+    return None
 
 
 def raised_in(e: BaseException, path_end: str) -> bool:
@@ -386,8 +402,53 @@ def _json_plain(value: Any) -> Any:
     return None
 
 
+#: A compile that ran out of device memory is made again once memory is given back: a campaign's evaluations run
+#: beside its captures (on an H100, L1/84's static build failed at 3.2 GiB free while two evaluators held 51 GiB, and
+#: the task started with no seed). A capture process waits ``OOM_WAIT_S`` between tries and at most
+#: ``OOM_PATIENCE_S`` in all, over every compile it makes (its own time limit is 600 s).
+OOM_WAIT_S = 10.0
+OOM_PATIENCE_S = 240.0
+_oom_waited = [0.0]  # this process's seconds waited so far
+
+
+def out_of_device_memory(reason: str) -> bool:
+    """Whether a compile's failure (``compile_failure``'s line) is the device's memory running out."""
+    return "OutOfMemoryError" in reason or "CUDA out of memory" in reason
+
+
+def when_memory_allows(compile_once: Any, *, wait_s: float | None = None, patience_s: float | None = None) -> Any:
+    """``compile_once()``, made again while it fails for want of device memory, until this process has waited
+    ``patience_s`` (``OOM_PATIENCE_S``) in all; the last failure is raised past that. Between tries the process's
+    cached blocks go back to the device and dynamo forgets the failed compile."""
+    wait = OOM_WAIT_S if wait_s is None else wait_s
+    patience = OOM_PATIENCE_S if patience_s is None else patience_s
+    while True:
+        try:
+            return compile_once()
+        except NoInductorSeed as e:
+            if not out_of_device_memory(str(e)) or _oom_waited[0] + wait > patience:
+                raise
+            print(f"evoforge capture: {e}; trying again in {wait:g} s", file=sys.stderr, flush=True)
+            import gc
+
+            import torch
+
+            torch._dynamo.reset()
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            time.sleep(wait)
+            _oom_waited[0] += wait
+
+
 def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, Any] | None = None,
              run: bool = False) -> tuple[str, list[str], list[Any], Any, dict[str, dict[str, Any]]]:
+    """``_compile_once``, made again where the device ran out of memory (``when_memory_allows``)."""
+    return when_memory_allows(lambda: _compile_once(model, inputs, dynamic=dynamic, config=config, run=run))
+
+
+def _compile_once(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, Any] | None = None,
+                  run: bool = False) -> tuple[str, list[str], list[Any], Any, dict[str, dict[str, Any]]]:
     """One torch.compile of the model with Inductor: its output code, each graph input's source, the example
     inputs the graph was compiled for, the output, and the launch config Inductor's autotuning chose for each kernel.
     ``dynamic``: sizes symbolic, with the capture's adjustments that keep them so; else torch.compile's default
@@ -492,7 +553,9 @@ def _compile(model: Any, inputs: list[Any], *, dynamic: bool, config: dict[str, 
                 elif gemm_build and _DECOMPOSE_K not in extra:
                     retry = {_DECOMPOSE_K: _NO_DECOMPOSE_K}
                 else:
-                    raise NoInductorSeed(f"torch.compile failed on this task ({compile_failure(e)})") from None
+                    oom = _out_of_memory_under(e)  # named whatever wraps it (BackendCompilerFailed's first line)
+                    reason = compile_failure(oom if oom is not None else e)
+                    raise NoInductorSeed(f"torch.compile failed on this task ({reason})") from None
             else:
                 if not (gemm_build and len(codes) > 1 and _DECOMPOSE_K not in extra):
                     break
