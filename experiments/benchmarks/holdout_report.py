@@ -59,8 +59,9 @@ def render(report: dict) -> str:
     meta = report["meta"]
     lines = [f"# Issue T: the default against Optuna's samplers, design and held-out halves ({meta['holdout_date']})",
              "",
-             f"Split: `{meta['holdout']}` (drawn before the twelve landscapes were recorded; the held-out half is "
-             "never used to design or tune a search). CPU replay of recorded H200 timings "
+             f"Split: `{meta['holdout']}` (drawn before its landscapes were recorded; the held-out half is "
+             "never used to design or tune a search). CPU replay of timings recorded on a GPU (each landscape file "
+             "names it) "
              "(`experiments/benchmarks/search_bench.py`), no GPU ran for this table.", "",
              "P@n: share of seeds whose best correct config after n evaluations is within 2% of the exhaustive best "
              "(one 50-evaluation search per seed, read at 20, 30, 50). **default**: the campaign's default as a "
