@@ -453,6 +453,12 @@ def _empty_strided(value: ast.expr) -> tuple[tuple[int, ...], tuple[int, ...]] |
         return None
 
 
+#: The Triton calls a pure copy makes: its load and store, its index, and masks that are all true where the sizes are
+#: constants (Inductor's static build on a GPU writes ``xmask = tl.full([XBLOCK], True, tl.int1)[None, :]``; on the
+#: H100, L1/82's copies kept their 2 x 4 GiB passes for want of this).
+_COPY_CALLS = ("tl.load", "tl.store", "tl.program_id", "tl.arange", "tl.full")
+
+
 def _pure_copy(tree: ast.Module, kernel: str) -> bool:
     """Whether the module's kernel ``kernel`` stores what it loads, unchanged, once: a copy of its first pointer's
     tensor into its second's, in another layout (Inductor's layout change before and after a convolution)."""
@@ -475,12 +481,6 @@ def _pure_copy(tree: ast.Module, kernel: str) -> bool:
             and ast.unparse(loads[0].args[0]).startswith(first) and ast.unparse(stores[0].args[0]).startswith(second)
             and not any(isinstance(c.func, ast.Attribute) and ast.unparse(c.func).startswith(("tl.", "libdevice."))
                         and ast.unparse(c.func) not in _COPY_CALLS for c in calls))
-
-
-#: The Triton calls a pure copy makes: its load and store, its index, and masks that are all true where the sizes are
-#: constants (Inductor's static build on a GPU writes ``xmask = tl.full([XBLOCK], True, tl.int1)[None, :]``; on the
-#: H100, L1/82's copies kept their 2 x 4 GiB passes for want of this).
-_COPY_CALLS = ("tl.load", "tl.store", "tl.program_id", "tl.arange", "tl.full")
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import gc
 import json
 import re
 import sys
@@ -429,8 +430,6 @@ def when_memory_allows(compile_once: Any, *, wait_s: float | None = None, patien
             if not out_of_device_memory(str(e)) or _oom_waited[0] + wait > patience:
                 raise
             print(f"evoforge capture: {e}; trying again in {wait:g} s", file=sys.stderr, flush=True)
-            import gc
-
             import torch
 
             torch._dynamo.reset()
